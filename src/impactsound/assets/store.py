@@ -1,0 +1,169 @@
+"""One on-disk format for every precomputed asset.
+
+An asset is one HDF5 file: named float/int arrays (datasets) plus metadata (root attributes):
+
+- ``kind`` (e.g. ``"modal_model"``) and ``kind_version`` (the layout of that kind),
+- ``format_version`` (this container), ``package_version``,
+- ``inputs_hash``: content hash of everything that produced it (mesh bytes, material, solver settings...),
+  so a cache is looked up by it and a stale cache never matches,
+- ``data_hash``: sha256 over the stored arrays, checked on every read, so a corrupted file is detected,
+- ``meta``: a JSON object (units, parameters) for people and tools.
+
+Why HDF5 (h5py): one self-describing file, partial reads of large fields, attributes for metadata, and no
+pickling (assets may come from others). Files are written to a temporary name in the same folder and renamed,
+so a reader never sees half an asset and an interrupted write leaves the old one intact.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import AssetError
+
+ASSET_FORMAT_VERSION = 1
+
+
+def _canonical(obj) -> bytes:
+    """Stable bytes for JSON-able parameters (sorted keys, floats by repr)."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=_json_default).encode()
+
+
+def _json_default(o):
+    if isinstance(o, np.ndarray):
+        return {"__array__": hashlib.sha256(np.ascontiguousarray(o).tobytes()).hexdigest(),
+                "dtype": str(o.dtype), "shape": list(o.shape)}
+    if isinstance(o, (np.floating, np.integer)):
+        return o.item()
+    if isinstance(o, Path):
+        return str(o)
+    raise TypeError(f"cannot hash {type(o)!r}")
+
+
+def content_hash(*parts) -> str:
+    """sha256 hex digest of parameters: JSON-able values, NumPy arrays (by dtype, shape, bytes) and bytes."""
+    h = hashlib.sha256()
+    for p in parts:
+        if isinstance(p, (bytes, bytearray)):
+            h.update(b"B")
+            h.update(bytes(p))
+        elif isinstance(p, np.ndarray):
+            a = np.ascontiguousarray(p)
+            h.update(f"A{a.dtype.str}{a.shape}".encode())
+            h.update(a.tobytes())
+        else:
+            h.update(b"J")
+            h.update(_canonical(p))
+    return h.hexdigest()
+
+
+def hash_arrays(arrays: dict[str, np.ndarray]) -> str:
+    h = hashlib.sha256()
+    for name in sorted(arrays):
+        a = np.ascontiguousarray(arrays[name])
+        h.update(f"{name}|{a.dtype.str}|{a.shape}|".encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
+
+
+@dataclass
+class Asset:
+    kind: str
+    arrays: dict[str, np.ndarray]
+    meta: dict = field(default_factory=dict)
+    inputs_hash: str = ""
+    kind_version: int = 1
+    path: Path | None = None
+
+
+def _package_version() -> str:
+    try:
+        from importlib.metadata import version
+        return version("impactsound")
+    except Exception:  # pragma: no cover - running from a source tree without install
+        return "0+unknown"
+
+
+def write_asset(path: str | os.PathLike, asset: Asset) -> Path:
+    """Write ``asset`` atomically to ``path`` (temporary file in the same folder, then rename)."""
+    import h5py
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        with h5py.File(tmp, "w") as f:
+            for name, arr in asset.arrays.items():
+                f.create_dataset(name, data=np.asarray(arr))
+            f.attrs["kind"] = asset.kind
+            f.attrs["kind_version"] = int(asset.kind_version)
+            f.attrs["format_version"] = ASSET_FORMAT_VERSION
+            f.attrs["package_version"] = _package_version()
+            f.attrs["inputs_hash"] = asset.inputs_hash
+            f.attrs["data_hash"] = hash_arrays({k: np.asarray(v) for k, v in asset.arrays.items()})
+            f.attrs["meta"] = json.dumps(asset.meta, sort_keys=True, default=_json_default)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    asset.path = path
+    return path
+
+
+def read_asset(path: str | os.PathLike, kind: str, *, kind_version: int | None = None,
+               inputs_hash: str | None = None) -> Asset:
+    """Read and verify an asset. Raises :class:`AssetError` naming the file and what is wrong.
+
+    Checks: readable HDF5, ``kind`` and versions match, the arrays hash to the stored ``data_hash`` (corruption),
+    and, if given, ``inputs_hash`` matches (staleness).
+    """
+    import h5py
+
+    path = Path(path)
+    if not path.is_file():
+        raise AssetError(f"{path}: asset file not found")
+    try:
+        with h5py.File(path, "r") as f:
+            attrs = dict(f.attrs)
+            arrays = {name: f[name][()] for name in f.keys()}
+    except (OSError, KeyError, ValueError) as exc:
+        raise AssetError(f"{path}: not a readable impactsound asset ({exc}); delete it or rebuild it") from None
+    def _s(v):
+        return v.decode() if isinstance(v, bytes) else str(v)
+    got_kind = _s(attrs.get("kind", ""))
+    if got_kind != kind:
+        raise AssetError(f"{path}: asset kind is {got_kind!r}, expected {kind!r}")
+    if int(attrs.get("format_version", -1)) != ASSET_FORMAT_VERSION:
+        raise AssetError(f"{path}: asset format version {attrs.get('format_version')} is not "
+                         f"{ASSET_FORMAT_VERSION}; rebuild it")
+    kv = int(attrs.get("kind_version", -1))
+    if kind_version is not None and kv != kind_version:
+        raise AssetError(f"{path}: {kind} layout version {kv} is not {kind_version}; rebuild it")
+    if _s(attrs.get("data_hash", "")) != hash_arrays(arrays):
+        raise AssetError(f"{path}: stored data does not match its hash (corrupted); delete it or rebuild it")
+    ih = _s(attrs.get("inputs_hash", ""))
+    if inputs_hash is not None and ih != inputs_hash:
+        raise AssetError(f"{path}: asset was built from different inputs (hash {ih[:12]}..., expected "
+                         f"{inputs_hash[:12]}...); rebuild it")
+    try:
+        meta = json.loads(_s(attrs.get("meta", "{}")))
+    except json.JSONDecodeError:
+        raise AssetError(f"{path}: metadata is not valid JSON (corrupted); rebuild it") from None
+    return Asset(kind=kind, arrays=arrays, meta=meta, inputs_hash=ih, kind_version=kv, path=path)
+
+
+def cache_dir() -> Path:
+    """Folder for cached assets: $IMPACTSOUND_CACHE, else ~/.cache/impactsound."""
+    env = os.environ.get("IMPACTSOUND_CACHE")
+    p = Path(env) if env else Path.home() / ".cache" / "impactsound"
+    p.mkdir(parents=True, exist_ok=True)
+    return p

@@ -1,0 +1,231 @@
+"""Contact events: the contract between rigid-body dynamics and every sound source.
+
+One event is one merged collision (specs/modal-sound.md sec. 8; design.md "ContactEvent"):
+
+==============  ======  ========================================================================================
+column          unit    meaning
+==============  ======  ========================================================================================
+t               s       start time t0 of the collision
+a, b            -       body indices into the scene's objects; -1 is the ground / static world
+point           m       world contact point (3,)
+normal          -       unit contact normal (3,), pointing from body a to body b
+impulse         N s     impulse on body b (3,); body a receives the opposite
+vn              m/s     relative normal approach speed at first contact (>= 0)
+pos_a, pos_b    m       world position of each body's centre of mass at t0 (NaN when unknown/ground)
+quat_a, quat_b  -       world orientation (w, x, y, z) of each body frame at t0 (NaN when unknown/ground)
+==============  ======  ========================================================================================
+
+Event logs are read from and written to CSV or NPZ (see docs/event-log.md); other engines (Blender, Bullet, your
+own) can write them and skip our dynamics.
+"""
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import InputError
+
+GROUND = -1
+
+_VEC = {"point": 3, "normal": 3, "impulse": 3, "pos_a": 3, "pos_b": 3, "quat_a": 4, "quat_b": 4}
+_CSV_COLUMNS = {
+    "t": ["time"], "a": ["body_a"], "b": ["body_b"],
+    "point": ["px", "py", "pz"], "normal": ["nx", "ny", "nz"], "impulse": ["jx", "jy", "jz"], "vn": ["vn"],
+    "pos_a": ["ax", "ay", "az"], "quat_a": ["aqw", "aqx", "aqy", "aqz"],
+    "pos_b": ["bx", "by", "bz"], "quat_b": ["bqw", "bqx", "bqy", "bqz"],
+}
+REQUIRED_CSV = ["time", "body_a", "body_b", "px", "py", "pz", "nx", "ny", "nz", "jx", "jy", "jz", "vn"]
+
+
+def _nan(n, k):
+    return np.full((n, k), np.nan)
+
+
+@dataclass
+class EventLog:
+    """A table of contact events, sorted by time (columns as in the module docstring)."""
+
+    t: np.ndarray
+    a: np.ndarray
+    b: np.ndarray
+    point: np.ndarray
+    normal: np.ndarray
+    impulse: np.ndarray
+    vn: np.ndarray
+    pos_a: np.ndarray | None = None
+    quat_a: np.ndarray | None = None
+    pos_b: np.ndarray | None = None
+    quat_b: np.ndarray | None = None
+    body_names: list[str] = field(default_factory=list)
+
+    def __post_init__(self):
+        n = len(np.atleast_1d(self.t))
+        self.t = np.asarray(self.t, np.float64).reshape(n)
+        self.a = np.asarray(self.a, np.int64).reshape(n)
+        self.b = np.asarray(self.b, np.int64).reshape(n)
+        self.vn = np.asarray(self.vn, np.float64).reshape(n)
+        for name, k in _VEC.items():
+            v = getattr(self, name)
+            v = _nan(n, k) if v is None else np.asarray(v, np.float64).reshape(n, k)
+            setattr(self, name, v)
+
+    def __len__(self) -> int:
+        return int(self.t.shape[0])
+
+    @classmethod
+    def empty(cls, body_names=()) -> "EventLog":
+        z = np.zeros(0)
+        return cls(t=z, a=z, b=z, point=np.zeros((0, 3)), normal=np.zeros((0, 3)), impulse=np.zeros((0, 3)),
+                   vn=z, body_names=list(body_names))
+
+    def select(self, mask) -> "EventLog":
+        kw = {f.name: getattr(self, f.name)[mask] for f in fields(self) if f.name != "body_names"}
+        return EventLog(**kw, body_names=list(self.body_names))
+
+    def sorted(self) -> "EventLog":
+        return self.select(np.argsort(self.t, kind="stable"))
+
+    @staticmethod
+    def concat(logs: list["EventLog"]) -> "EventLog":
+        if not logs:
+            return EventLog.empty()
+        kw = {f.name: np.concatenate([getattr(l, f.name) for l in logs])
+              for f in fields(EventLog) if f.name != "body_names"}
+        return EventLog(**kw, body_names=list(logs[0].body_names)).sorted()
+
+    def involving(self, body: int) -> np.ndarray:
+        """Boolean mask of events that touch body index ``body``."""
+        return (self.a == body) | (self.b == body)
+
+    # ---- validation -------------------------------------------------------------------------------------
+    def validate(self, source: str = "event log", n_bodies: int | None = None) -> "EventLog":
+        """Raise :class:`InputError` (naming ``source`` and the column) on NaN, bad ids or unsorted time."""
+        for name in ("t", "point", "normal", "impulse", "vn"):
+            v = getattr(self, name)
+            bad = ~np.isfinite(v).reshape(len(self), -1).all(axis=1)
+            if bad.any():
+                i = int(np.flatnonzero(bad)[0])
+                raise InputError(f"{source}: column {name!r} has a NaN or infinite value in row {i}")
+        if len(self) and np.any(np.diff(self.t) < 0):
+            i = int(np.flatnonzero(np.diff(self.t) < 0)[0]) + 1
+            raise InputError(f"{source}: times are not monotonic (row {i}: t = {self.t[i]} < {self.t[i-1]}); "
+                             "sort the log by time")
+        if len(self) and np.any(self.t < 0):
+            raise InputError(f"{source}: negative event time {self.t.min()} s")
+        nn = np.linalg.norm(self.normal, axis=1)
+        if len(self) and np.any(np.abs(nn - 1) > 1e-3):
+            i = int(np.flatnonzero(np.abs(nn - 1) > 1e-3)[0])
+            raise InputError(f"{source}: normal in row {i} is not a unit vector (|n| = {nn[i]:.4g})")
+        if np.any(self.vn < 0):
+            i = int(np.flatnonzero(self.vn < 0)[0])
+            raise InputError(f"{source}: vn in row {i} is negative ({self.vn[i]}); give the approach speed >= 0")
+        if n_bodies is not None:
+            for col in ("a", "b"):
+                v = getattr(self, col)
+                bad = (v < GROUND) | (v >= n_bodies)
+                if bad.any():
+                    i = int(np.flatnonzero(bad)[0])
+                    raise InputError(f"{source}: body_{col} in row {i} is {v[i]}, not a scene object or ground")
+        same = (self.a == self.b)
+        if same.any():
+            raise InputError(f"{source}: row {int(np.flatnonzero(same)[0])} has body_a == body_b")
+        return self
+
+    # ---- I/O --------------------------------------------------------------------------------------------
+    def save(self, path: str | Path) -> Path:
+        path = Path(path)
+        if path.suffix.lower() == ".npz":
+            np.savez(path, **{f.name: getattr(self, f.name) for f in fields(self) if f.name != "body_names"},
+                     body_names=np.array(self.body_names, dtype=str))
+            return path
+        names = self.body_names
+
+        def name_of(i):
+            return "ground" if i == GROUND else (names[i] if i < len(names) else str(i))
+
+        with open(path, "w", newline="") as fh:
+            w = csv.writer(fh)
+            header = [c for cols in _CSV_COLUMNS.values() for c in cols]
+            w.writerow(header)
+            for i in range(len(self)):
+                row = [repr(float(self.t[i])), name_of(self.a[i]), name_of(self.b[i])]
+                for key in ("point", "normal", "impulse"):
+                    row += [repr(float(x)) for x in getattr(self, key)[i]]
+                row.append(repr(float(self.vn[i])))
+                for key in ("pos_a", "quat_a", "pos_b", "quat_b"):
+                    row += [repr(float(x)) for x in getattr(self, key)[i]]
+                w.writerow(row)
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path, body_names: list[str]) -> "EventLog":
+        """Read a CSV or NPZ event log; body names are mapped to indices of ``body_names`` ("ground" = -1)."""
+        path = Path(path)
+        if not path.is_file():
+            raise InputError(f"{path}: event log not found")
+        index = {n: i for i, n in enumerate(body_names)}
+        index["ground"] = GROUND
+
+        def to_id(v, row, col):
+            v = v.strip() if isinstance(v, str) else v
+            if isinstance(v, str) and v in index:
+                return index[v]
+            try:
+                i = int(v)
+            except (TypeError, ValueError):
+                raise InputError(f"{path}: row {row}, column {col}: unknown body {v!r}; known: "
+                                 f"{', '.join(['ground'] + list(body_names))}") from None
+            return i
+
+        if path.suffix.lower() == ".npz":
+            try:
+                with np.load(path, allow_pickle=False) as z:
+                    data = {k: z[k] for k in z.files}
+            except Exception as exc:
+                raise InputError(f"{path}: not a readable NPZ event log ({exc})") from None
+            missing = [k for k in ("t", "a", "b", "point", "normal", "impulse", "vn") if k not in data]
+            if missing:
+                raise InputError(f"{path}: missing arrays {missing}; see docs/event-log.md")
+            kw = {k: data.get(k) for k in ("t", "point", "normal", "impulse", "vn", "pos_a", "quat_a",
+                                           "pos_b", "quat_b")}
+            kw["a"] = [to_id(v, r, "a") for r, v in enumerate(data["a"].tolist())]
+            kw["b"] = [to_id(v, r, "b") for r, v in enumerate(data["b"].tolist())]
+            try:
+                log = cls(**kw, body_names=list(body_names))
+            except ValueError as exc:
+                raise InputError(f"{path}: array shapes do not match ({exc})") from None
+            return log.validate(str(path), len(body_names))
+
+        with open(path, newline="") as fh:
+            rows = list(csv.reader(fh))
+        if not rows:
+            raise InputError(f"{path}: empty event log; expected a header row {','.join(REQUIRED_CSV)}")
+        header = [h.strip() for h in rows[0]]
+        missing = [c for c in REQUIRED_CSV if c not in header]
+        if missing:
+            raise InputError(f"{path}: missing columns {missing}; required: {','.join(REQUIRED_CSV)} "
+                             "(see docs/event-log.md)")
+        col = {h: i for i, h in enumerate(header)}
+        body = rows[1:]
+        n = len(body)
+
+        def num(name):
+            out = np.empty(n)
+            for r, row in enumerate(body):
+                try:
+                    out[r] = float(row[col[name]])
+                except (ValueError, IndexError):
+                    raise InputError(f"{path}: row {r + 2}, column {name!r}: not a number") from None
+            return out
+
+        kw = {}
+        for key, cols in _CSV_COLUMNS.items():
+            if key in ("a", "b"):
+                kw[key] = [to_id(row[col[cols[0]]], r + 2, cols[0]) for r, row in enumerate(body)]
+            elif all(c in col for c in cols):
+                arr = np.stack([num(c) for c in cols], axis=1)
+                kw[key] = arr[:, 0] if len(cols) == 1 and key in ("t", "vn") else arr
+        return cls(**kw, body_names=list(body_names)).validate(str(path), len(body_names))

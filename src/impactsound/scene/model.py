@@ -1,0 +1,72 @@
+"""Scene objects as the pipeline sees them (after parsing and validation; see scene/schema.py for the TOML).
+
+Frames: each body's frame has its origin at the centre of mass and the axes of the mesh file. ``position`` is
+where that origin is in the world, ``quaternion`` (w, x, y, z) rotates body-frame vectors into the world.
+The world's z axis points up; the ground is the plane z = ground.height with normal +z.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..materials import Material
+
+
+@dataclass
+class Body:
+    """One rigid object. SI units: mesh in metres (body frame), mass kg, inertia kg m^2 about the COM in body
+    axes, position m, velocity m/s, angular_velocity rad/s (world frame)."""
+
+    name: str
+    mesh: "object"                    # trimesh.Trimesh, body frame (COM at the origin)
+    material: Material
+    mass: float
+    inertia: np.ndarray
+    position: np.ndarray
+    quaternion: np.ndarray = field(default_factory=lambda: np.array([1.0, 0, 0, 0]))
+    velocity: np.ndarray = field(default_factory=lambda: np.zeros(3))
+    angular_velocity: np.ndarray = field(default_factory=lambda: np.zeros(3))
+    mesh_hash: str = ""               # content hash of the body-frame mesh (cache key part)
+    source: str = ""                  # where the mesh came from (file path or primitive description)
+    com_in_file: np.ndarray = field(default_factory=lambda: np.zeros(3))  # COM in mesh-file coordinates
+
+
+@dataclass
+class Ground:
+    material: Material
+    height: float = 0.0
+    enabled: bool = True
+
+
+@dataclass
+class Listener:
+    name: str
+    position: np.ndarray              # world [m]
+
+
+@dataclass
+class Air:
+    c: float = 343.2                  # speed of sound [m/s]
+    rho: float = 1.2041               # density [kg/m^3]
+
+
+@dataclass
+class Scene:
+    bodies: list[Body]
+    ground: Ground
+    listeners: list[Listener]
+    duration: float                   # [s]
+    sample_rate: int = 48000          # [Hz]
+    seed: int = 0
+    sources: tuple[str, ...] = ("modal",)
+    air: Air = field(default_factory=Air)
+    timestep: float = 2e-4            # rigid-body engine step [s]
+    event_log: str | None = None      # path of a user event log (replaces dynamics)
+    modal_order: int = 2
+    max_modes: int = 200
+    path: str = "<scene>"
+
+    @property
+    def body_names(self) -> list[str]:
+        return [b.name for b in self.bodies]
