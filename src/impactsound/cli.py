@@ -1,0 +1,213 @@
+"""Command-line interface (thin: parses, calls the API, turns known errors into one message and exit code 2)."""
+from __future__ import annotations
+
+import json
+import sys
+import traceback
+from pathlib import Path
+
+import click
+import numpy as np
+
+from .errors import ImpactSoundError, InputError
+from .io.progress import Progress
+
+
+class _Ctx:
+    def __init__(self, quiet: bool, debug: bool):
+        self.progress = Progress(quiet=quiet)
+        self.debug = debug
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("-q", "--quiet", is_flag=True, help="No progress output.")
+@click.option("--debug", is_flag=True, help="Show the Python traceback on errors.")
+@click.version_option(package_name="impactsound")
+@click.pass_context
+def cli(ctx, quiet, debug):
+    """impactsound: render what a microphone hears from a rigid-body scene (SI units, 48 kHz float32 WAV)."""
+    ctx.obj = _Ctx(quiet, debug)
+
+
+def _write_outputs(result, wav: Path, png: Path | None, stems: Path | None, progress: Progress, title: str):
+    from .io.audio import normalisation_gain, write_wav
+    gain = normalisation_gain(result.mix)
+    side = {"listeners": result.listener_names, "events": len(result.events), **result.info}
+    write_wav(wav, result.mix, result.sample_rate, gain, side)
+    progress.message(f"wrote {wav} (peak {np.abs(result.mix).max():.3g} Pa at the listener; "
+                     f"scale in {wav}.json)")
+    paths = [wav]
+    if stems is not None:
+        # one WAV per source kind (all objects) and per source kind x object, same gain as the mix
+        for kind, per_obj in result.stems.items():
+            total = sum(per_obj.values()) if per_obj else np.zeros_like(result.mix)
+            write_wav(stems / f"{kind}.wav", total, result.sample_rate, gain, {"source": kind})
+            for name, p in per_obj.items():
+                write_wav(stems / f"{kind}_{name}.wav", p, result.sample_rate, gain,
+                          {"source": kind, "object": name})
+        progress.message(f"wrote stems to {stems}/")
+    if png is not None:
+        from .io.plot import spectrogram_png
+        spectrogram_png(png, result.mix, result.sample_rate, title, result.events.t)
+        paths.append(png)
+    return paths
+
+
+@cli.command()
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("out"),
+              show_default=True, help="Output folder for demo.wav and demo.png.")
+@click.pass_obj
+def demo(obj: _Ctx, out_dir: Path):
+    """Render the built-in demo scene (five objects dropped on a wooden floor) to DIR/demo.wav and DIR/demo.png."""
+    from .pipeline import render_scene
+    from .scene import demo_scene_path, load_scene
+    scene = load_scene(demo_scene_path())
+    result = render_scene(scene, obj.progress)
+    paths = _write_outputs(result, out_dir / "demo.wav", out_dir / "demo.png", None, obj.progress,
+                           "impactsound demo: bowl, bar, block, ball and die dropped on a wooden floor")
+    for p in paths:
+        click.echo(str(p))
+
+
+@cli.command()
+@click.argument("scene_file", type=click.Path(path_type=Path))
+@click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="Output WAV (mix; one channel per listener).")
+@click.option("--png", type=click.Path(dir_okay=False, path_type=Path), help="Also draw a spectrogram PNG.")
+@click.option("--stems", type=click.Path(file_okay=False, path_type=Path),
+              help="Folder for one WAV per source kind and per object.")
+@click.pass_obj
+def render(obj: _Ctx, scene_file: Path, out: Path, png: Path | None, stems: Path | None):
+    """Render SCENE_FILE (TOML, see docs/scene-format.md) to a WAV (pascals recoverable via OUT.json)."""
+    from .pipeline import render_scene
+    from .scene import load_scene
+    scene = load_scene(scene_file)
+    result = render_scene(scene, obj.progress)
+    for p in _write_outputs(result, out, png, stems, obj.progress, str(scene_file)):
+        click.echo(str(p))
+
+
+@cli.command()
+@click.argument("scene_file", type=click.Path(path_type=Path))
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the log to a .csv or .npz file (default: CSV on standard output).")
+@click.pass_obj
+def events(obj: _Ctx, scene_file: Path, out: Path | None):
+    """Print or save the contact-event log that the rigid-body engine produces for SCENE_FILE."""
+    from .pipeline import scene_events
+    from .scene import load_scene
+    scene = load_scene(scene_file)
+    log = scene_events(scene, obj.progress)
+    if out is None:
+        import tempfile
+        with tempfile.TemporaryDirectory() as d:
+            p = log.save(Path(d) / "events.csv")
+            click.echo(p.read_text(), nl=False)
+    else:
+        if out.suffix.lower() not in (".csv", ".npz"):
+            raise InputError(f"{out}: event log must end in .csv or .npz")
+        log.save(out)
+        obj.progress.message(f"{len(log)} events")
+        click.echo(str(out))
+
+
+@cli.command()
+@click.argument("mesh", type=click.Path(path_type=Path))
+@click.option("--material", help="Material name (see `impactsound materials`).")
+@click.option("--E", "E", type=float, help="Young's modulus [Pa] (with --nu and --rho instead of --material).")
+@click.option("--nu", type=float, help="Poisson's ratio.")
+@click.option("--rho", type=float, help="Density [kg/m^3].")
+@click.option("--count", type=int, default=60, show_default=True, help="Maximum number of modes.")
+@click.option("--order", type=click.Choice(["1", "2"]), default="2", show_default=True,
+              help="Element order: 1 (linear tets) or 2 (quadratic tets).")
+@click.option("--f-max", type=float, default=20000.0, show_default=True, help="Highest frequency kept [Hz].")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Write the modal asset (.h5).")
+@click.pass_obj
+def modes(obj: _Ctx, mesh: Path, material, E, nu, rho, count, order, f_max, as_json, out):
+    """Modal analysis of MESH (watertight surface in metres: OBJ/STL/PLY/OFF/glTF; or a .msh/.vtu tet mesh)."""
+    from .fem.modal import modal_analysis
+    from .materials import get_material, make_material
+    if material and any(v is not None for v in (E, nu, rho)):
+        raise InputError("give either --material or --E/--nu/--rho, not both")
+    if material:
+        mat = get_material(material, where="--material")
+    elif all(v is not None for v in (E, nu, rho)):
+        mat = make_material("custom", E=E, nu=nu, rho=rho, where="--E/--nu/--rho")
+    else:
+        raise InputError("give --material NAME or all of --E PA --nu X --rho KG_M3")
+    if count < 1:
+        raise InputError(f"--count {count} must be >= 1")
+    kwargs = dict(order=int(order), max_modes=count, f_max=f_max, source=str(mesh))
+    if mesh.suffix.lower() in (".msh", ".vtu"):
+        from .mesh.surface import load_volume_mesh
+        nodes, tets = load_volume_mesh(mesh)
+        with obj.progress.stage(f"modes of {mesh.name}") as update:
+            model = modal_analysis(None, mat, nodes=nodes, tets=tets, progress=update, **kwargs)
+    else:
+        from .mesh.surface import check_surface, load_surface
+        surf = load_surface(mesh)
+        check_surface(surf, str(mesh))
+        with obj.progress.stage(f"modes of {mesh.name}") as update:
+            model = modal_analysis(surf, mat, progress=update, **kwargs)
+    if out is not None:
+        model.save(out)
+        obj.progress.message(f"wrote {out}")
+    if as_json:
+        click.echo(json.dumps({"frequencies_hz": [float(f) for f in model.frequencies_hz],
+                               "dofs": int(model.meta.get("dofs", 0)), "order": int(order),
+                               "material": mat.name, "mass_kg": float(model.mass),
+                               "damping_ratio": [float(x) for x in model.xi]}, indent=2))
+    else:
+        click.echo(f"{model.n_modes} modes ({model.meta.get('dofs', '?')} dofs, P{order}, {mat.name}, "
+                   f"mass {model.mass:.4g} kg)")
+        for i, (f, x) in enumerate(zip(model.frequencies_hz, model.xi)):
+            click.echo(f"{i:4d} {f:12.2f} Hz   xi {x:.2e}")
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the table as JSON.")
+def materials(as_json):
+    """The shipped material table (rho kg/m^3, E Pa, nu, Rayleigh alpha 1/s and beta s)."""
+    from .materials import material_table
+    rows = material_table()
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    click.echo(f"{'name':16s} {'rho':>7s} {'E [Pa]':>10s} {'nu':>5s} {'alpha':>6s} {'beta':>9s}  source")
+    for r in rows:
+        click.echo(f"{r['name']:16s} {r['rho']:7.0f} {r['E']:10.3g} {r['nu']:5.2f} {r['alpha']:6.2g} "
+                   f"{r['beta']:9.3g}  {r.get('source', '')}")
+
+
+def main(argv=None):
+    """Entry point: known errors become one line on stderr and exit code 2 (``--debug`` for the traceback)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in args
+    try:
+        cli.main(args=args, prog_name="impactsound", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        return 130
+    except click.ClickException as exc:
+        exc.show()
+        return exc.exit_code
+    except ImpactSoundError as exc:
+        if debug:
+            traceback.print_exc()
+        click.echo(f"error: {exc}", err=True)
+        return 2
+    except KeyboardInterrupt:
+        click.echo("interrupted", err=True)
+        return 130
+    except Exception as exc:  # an unexpected failure: still one line unless --debug
+        if debug:
+            traceback.print_exc()
+        else:
+            click.echo(f"internal error: {type(exc).__name__}: {exc} (rerun with --debug and report it)", err=True)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

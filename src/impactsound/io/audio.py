@@ -1,0 +1,45 @@
+"""Audio output: float32 WAV (soundfile) plus a JSON sidecar that keeps the physical scale recoverable.
+
+The WAV holds ``samples = pressure_pa * gain``; the sidecar stores ``pascals_per_unit = 1 / gain``, so
+``pressure_pa = samples * pascals_per_unit``. With normalisation on (default) the loudest sample of the mix is at
+``peak`` (-1 dBFS); off, the WAV holds pascals directly (gain 1; float32 WAV allows values above 1).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import InputError
+
+
+def normalisation_gain(mix: np.ndarray, peak: float = 10 ** (-1 / 20)) -> float:
+    m = float(np.max(np.abs(mix))) if mix.size else 0.0
+    return peak / m if m > 0 else 1.0
+
+
+def write_wav(path: str | Path, pressure_pa: np.ndarray, sample_rate: int, gain: float = 1.0,
+              sidecar: dict | None = None) -> Path:
+    """Write ``pressure_pa`` (channels x samples, pascals) scaled by ``gain`` as float32 WAV, and
+    ``<path>.json`` with the scale (``pascals_per_unit``) and ``sidecar`` entries."""
+    import soundfile as sf
+
+    path = Path(path)
+    if path.suffix.lower() not in (".wav", ".flac"):
+        raise InputError(f"{path}: output must end in .wav or .flac")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    x = np.atleast_2d(np.asarray(pressure_pa, np.float64)) * gain
+    if not np.all(np.isfinite(x)):
+        raise InputError(f"{path}: refusing to write non-finite samples (a NaN in the render; report a bug)")
+    data = x.T.astype(np.float32)
+    if path.suffix.lower() == ".flac":
+        sf.write(str(path), np.clip(data, -1, 1), sample_rate, subtype="PCM_24")
+    else:
+        sf.write(str(path), data, sample_rate, subtype="FLOAT")
+    meta = {"sample_rate_hz": int(sample_rate), "channels": int(x.shape[0]), "samples": int(x.shape[1]),
+            "pascals_per_unit": 1.0 / gain, "peak_pa": float(np.max(np.abs(pressure_pa))) if x.size else 0.0,
+            "units": "pressure_pa = sample * pascals_per_unit"}
+    meta.update(sidecar or {})
+    Path(str(path) + ".json").write_text(json.dumps(meta, indent=2, sort_keys=True))
+    return path

@@ -1,0 +1,40 @@
+"""Pictures of what was rendered: waveform and spectrogram (dB) in one PNG."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+
+def spectrogram_png(path: str | Path, pressure_pa: np.ndarray, sample_rate: int, title: str = "",
+                    events_t: np.ndarray | None = None) -> Path:
+    """Save waveform (Pa) and spectrogram (dB re 20 uPa) of the first channel with labelled axes."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from scipy.signal import spectrogram
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    x = np.atleast_2d(pressure_pa)[0].astype(np.float64)
+    t = np.arange(x.size) / sample_rate
+    fig, (ax0, ax1) = plt.subplots(2, 1, figsize=(10, 6), sharex=True,
+                                   gridspec_kw={"height_ratios": [1, 2.2]})
+    ax0.plot(t, x, lw=0.5, color="k")
+    ax0.set_ylabel("pressure [Pa]")
+    if events_t is not None and len(events_t):
+        for te in np.unique(np.round(events_t, 3)):
+            ax0.axvline(te, color="tab:red", lw=0.4, alpha=0.4)
+    ax0.set_title(title or "waveform and spectrogram")
+    nper = 1024 if x.size >= 1024 else max(16, x.size)
+    f, ts, S = spectrogram(x, fs=sample_rate, nperseg=nper, noverlap=nper * 3 // 4, scaling="density",
+                           mode="psd")
+    SdB = 10 * np.log10(S + 1e-30) - 20 * np.log10(20e-6)   # dB re (20 uPa)^2/Hz
+    vmax = float(SdB.max()) if SdB.size else 0.0
+    im = ax1.pcolormesh(ts, f / 1000, SdB, shading="auto", cmap="magma", vmin=vmax - 90, vmax=vmax)
+    ax1.set_ylabel("frequency [kHz]")
+    ax1.set_xlabel("time [s]")
+    fig.colorbar(im, ax=[ax0, ax1], label="PSD [dB re 20 uPa^2/Hz]", shrink=0.6)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

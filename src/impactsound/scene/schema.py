@@ -1,0 +1,251 @@
+"""The scene file (TOML): schema, validation and conversion to :class:`~impactsound.scene.model.Scene`.
+
+See docs/scene-format.md for the format with an example. Everything is validated before any work starts; errors
+name the scene file and the field (``object[2].velocity``) and say what would fix it.
+"""
+from __future__ import annotations
+
+import math
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from ..errors import InputError, MeshError
+from ..materials import Material, get_material, make_material
+from .model import Air, Body, Ground, Listener, Scene
+from .primitives import make_primitive
+
+KNOWN_SOURCES = ("modal",)
+
+Vec3 = tuple[float, float, float]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class MaterialSpec(_Strict):
+    E: float
+    nu: float
+    rho: float
+    alpha: float = 0.0
+    beta: float = 0.0
+    gamma: float = 0.0
+    friction: float = 0.5
+    restitution: float = 0.5
+    name: str = "custom"
+
+
+class ObjectSpec(_Strict):
+    name: str | None = None
+    shape: str | None = None           # built-in primitive
+    size: dict[str, Any] = Field(default_factory=dict)   # primitive parameters [m]
+    mesh: str | None = None            # mesh file, relative to the scene file
+    scale: float = 1.0                 # applied to the mesh file (e.g. 0.001 for millimetres)
+    material: str | MaterialSpec
+    position: Vec3 = (0.0, 0.0, 0.1)  # world position of the centre of mass [m]
+    rotation: tuple[float, float, float, float] = (1.0, 0.0, 0.0, 0.0)  # quaternion w, x, y, z
+    euler_deg: Vec3 | None = None      # alternative to rotation: intrinsic x-y-z angles [deg]
+    velocity: Vec3 = (0.0, 0.0, 0.0)   # [m/s]
+    angular_velocity: Vec3 = (0.0, 0.0, 0.0)  # world frame [rad/s]
+
+
+class GroundSpec(_Strict):
+    material: str | MaterialSpec = "wood_hard"
+    height: float = 0.0
+    enabled: bool = True
+
+
+class ListenerSpec(_Strict):
+    name: str = "mic"
+    position: Vec3
+
+
+class AirSpec(_Strict):
+    c: float = 343.2
+    rho: float = 1.2041
+
+
+class SceneSpec(_Strict):
+    duration: float = 3.0
+    sample_rate: int = 48000
+    seed: int = 0
+    sources: list[str] = Field(default_factory=lambda: list(KNOWN_SOURCES))
+    timestep: float = 2e-4
+    event_log: str | None = None
+    modal_order: int = 2
+    max_modes: int = 200
+
+    @field_validator("sources")
+    @classmethod
+    def _known(cls, v):
+        bad = [s for s in v if s not in KNOWN_SOURCES]
+        if bad:
+            raise ValueError(f"unknown source(s) {bad}; available: {list(KNOWN_SOURCES)}")
+        return v
+
+
+class SceneFile(_Strict):
+    scene: SceneSpec = Field(default_factory=SceneSpec)
+    air: AirSpec = Field(default_factory=AirSpec)
+    ground: GroundSpec = Field(default_factory=GroundSpec)
+    listener: list[ListenerSpec] = Field(default_factory=lambda: [ListenerSpec(position=(0.0, -0.5, 0.3))])
+    object: list[ObjectSpec] = Field(default_factory=list)
+
+
+def _loc(err: dict) -> str:
+    out = ""
+    for part in err["loc"]:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _material(spec, where: str) -> Material:
+    if isinstance(spec, str):
+        return get_material(spec, where=where)
+    d = spec.model_dump()
+    return make_material(d.pop("name"), where=where, **d)
+
+
+def _finite(vals, where):
+    arr = np.asarray(vals, dtype=np.float64)
+    if not np.all(np.isfinite(arr)):
+        raise InputError(f"{where} = {list(vals)} contains NaN or infinity")
+    return arr
+
+
+def quat_from_euler_deg(e) -> np.ndarray:
+    """Intrinsic x-y-z Euler angles [deg] to a unit quaternion (w, x, y, z)."""
+    from scipy.spatial.transform import Rotation
+    x, y, z, w = Rotation.from_euler("XYZ", e, degrees=True).as_quat()
+    return np.array([w, x, y, z])
+
+
+def _body(i: int, o: ObjectSpec, base: Path, src: str) -> Body:
+    where = f"{src}: object[{i}]" + (f" ({o.name})" if o.name else "")
+    material = _material(o.material, where + ".material")
+    if (o.shape is None) == (o.mesh is None):
+        raise InputError(f"{where}: give exactly one of shape = '<primitive>' or mesh = '<file>'")
+    if o.shape is not None:
+        mesh = make_primitive(o.shape, o.size, where)
+        source = f"primitive:{o.shape}:{sorted(o.size.items())}"
+    else:
+        from ..mesh.surface import load_surface
+        path = (base / o.mesh).resolve()
+        mesh = load_surface(path)
+        if o.scale != 1.0:
+            if not (math.isfinite(o.scale) and o.scale > 0):
+                raise InputError(f"{where}.scale = {o.scale} must be a positive number")
+            mesh.apply_scale(o.scale)
+        source = str(path)
+    from ..mesh.surface import check_surface
+    check_surface(mesh, source if o.mesh else where)
+    pos = _finite(o.position, where + ".position")
+    vel = _finite(o.velocity, where + ".velocity")
+    omega = _finite(o.angular_velocity, where + ".angular_velocity")
+    if o.euler_deg is not None:
+        q = quat_from_euler_deg(_finite(o.euler_deg, where + ".euler_deg"))
+    else:
+        q = _finite(o.rotation, where + ".rotation")
+        nq = np.linalg.norm(q)
+        if nq < 1e-9:
+            raise InputError(f"{where}.rotation = {list(o.rotation)} is not a rotation (zero quaternion)")
+        q = q / nq
+    com = np.asarray(mesh.center_mass, dtype=np.float64)
+    body_mesh = mesh.copy()
+    body_mesh.apply_translation(-com)
+    mass = float(material.rho * body_mesh.volume)
+    inertia = np.asarray(body_mesh.moment_inertia, dtype=np.float64) * material.rho  # trimesh: density 1
+    from ..assets import content_hash
+    mh = content_hash(np.asarray(body_mesh.vertices, np.float64), np.asarray(body_mesh.faces, np.int64))
+    return Body(name=o.name or f"object{i}", mesh=body_mesh, material=material, mass=mass, inertia=inertia,
+                position=pos, quaternion=q, velocity=vel, angular_velocity=omega, mesh_hash=mh, source=source,
+                com_in_file=com)
+
+
+def parse_scene(data: dict, base: Path = Path("."), src: str = "<scene>") -> Scene:
+    """Validate a scene dict (as read from TOML) and build the :class:`Scene`."""
+    try:
+        sf = SceneFile.model_validate(data)
+    except ValidationError as exc:
+        errs = exc.errors()
+        msgs = [f"{_loc(e)}: {e['msg']}" for e in errs[:5]]
+        more = f" (and {len(errs) - 5} more)" if len(errs) > 5 else ""
+        raise InputError(f"{src}: invalid scene: " + "; ".join(msgs) + more) from None
+    s = sf.scene
+    if not (math.isfinite(s.duration) and s.duration > 0):
+        raise InputError(f"{src}: scene.duration = {s.duration} s must be positive")
+    if s.duration > 600:
+        raise InputError(f"{src}: scene.duration = {s.duration} s is over the 600 s limit; split the scene")
+    if s.sample_rate < 8000:
+        raise InputError(f"{src}: scene.sample_rate = {s.sample_rate} Hz is below 8000 Hz; use 48000")
+    if s.sample_rate > 384000:
+        raise InputError(f"{src}: scene.sample_rate = {s.sample_rate} Hz is above 384000 Hz")
+    if not (math.isfinite(s.timestep) and 0 < s.timestep <= 0.01):
+        raise InputError(f"{src}: scene.timestep = {s.timestep} s must lie in (0, 0.01]; 2e-4 is a good value")
+    if s.modal_order not in (1, 2):
+        raise InputError(f"{src}: scene.modal_order = {s.modal_order}; use 1 (P1) or 2 (P2)")
+    if s.max_modes < 1:
+        raise InputError(f"{src}: scene.max_modes = {s.max_modes} must be >= 1")
+    if not sf.listener:
+        raise InputError(f"{src}: the scene needs at least one [[listener]] with a position")
+    if not sf.object:
+        raise InputError(f"{src}: the scene has no [[object]]; add at least one")
+    air = Air(c=sf.air.c, rho=sf.air.rho)
+    if not (air.c > 0 and air.rho > 0 and math.isfinite(air.c) and math.isfinite(air.rho)):
+        raise InputError(f"{src}: air.c and air.rho must be positive")
+    ground = Ground(material=_material(sf.ground.material, f"{src}: ground.material"),
+                    height=float(_finite([sf.ground.height], f"{src}: ground.height")[0]),
+                    enabled=sf.ground.enabled)
+    bodies = [_body(i, o, base, src) for i, o in enumerate(sf.object)]
+    names = [b.name for b in bodies]
+    dup = {n for n in names if names.count(n) > 1}
+    if dup:
+        raise InputError(f"{src}: object names must be unique; repeated: {sorted(dup)}")
+    listeners = [Listener(l.name, _finite(l.position, f"{src}: listener[{i}].position"))
+                 for i, l in enumerate(sf.listener)]
+    scene = Scene(bodies=bodies, ground=ground, listeners=listeners, duration=float(s.duration),
+                  sample_rate=int(s.sample_rate), seed=int(s.seed), sources=tuple(s.sources), air=air,
+                  timestep=float(s.timestep), event_log=str((base / s.event_log).resolve()) if s.event_log
+                  else None, modal_order=s.modal_order, max_modes=s.max_modes, path=src)
+    _check_listeners(scene)
+    return scene
+
+
+def _check_listeners(scene: Scene) -> None:
+    """A listener inside an object (at its initial pose) hears nothing physical: reject it."""
+    from scipy.spatial.transform import Rotation
+    for li, l in enumerate(scene.listeners):
+        if scene.ground.enabled and l.position[2] < scene.ground.height:
+            raise InputError(f"{scene.path}: listener[{li}] ({l.name}) is below the ground "
+                             f"(z = {l.position[2]} < {scene.ground.height})")
+        for b in scene.bodies:
+            w, x, y, z = b.quaternion
+            R = Rotation.from_quat([x, y, z, w]).as_matrix()
+            xb = R.T @ (l.position - b.position)
+            if np.linalg.norm(xb) <= np.linalg.norm(b.mesh.vertices, axis=1).max():
+                if b.mesh.contains(xb[None, :])[0]:
+                    raise InputError(f"{scene.path}: listener[{li}] ({l.name}) at {list(l.position)} is inside "
+                                     f"object {b.name!r}; move it outside")
+
+
+def load_scene(path: str | Path) -> Scene:
+    """Read and validate a scene TOML file (SI units; see docs/scene-format.md)."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{path}: scene file not found")
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(f"{path}: not valid TOML ({exc})") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not a text file") from None
+    return parse_scene(data, base=path.parent, src=str(path))
+
+
+def demo_scene_path() -> Path:
+    from importlib import resources
+    return Path(str(resources.files("impactsound").joinpath("data/demo.toml")))
