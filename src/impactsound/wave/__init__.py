@@ -1,0 +1,1 @@
+"""Wave solvers: the FDTD acoustic solver used by Precomputed Acceleration Noise (specs/pan.md sec. 5)."""
