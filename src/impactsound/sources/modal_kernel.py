@@ -1,0 +1,372 @@
+"""Exact modal synthesis of half-sine impacts: compiled kernel (modal-sound.md sec. 4-5).
+
+Model. Mode j (angular frequency w_j [rad/s], damping ratio xi_j < 1) obeys
+    q_j'' + 2 xi_j w_j q_j' + w_j^2 q_j = g_j(t)                                              (sec. 3)
+and one impact event e (start t0_e, Hertz duration tau_e, modal impulse I_ej = u_j(x_e) . J_e [N s/sqrt(kg)])
+forces it with the half-sine g_j = G_ej sin(Omega_e u), 0 <= u = t - t0_e < tau_e, G_ej = pi I_ej / (2 tau_e),
+Omega_e = pi / tau_e (sec. 4, pan.md). With s_j = -xi_j w_j + i w_dj the response is q = Im Z,
+    Z(u) = (G/w_d) e^{s u} I(min(u, tau)),   I(T) = int_0^T e^{-s v} sin(Omega v) dv          (sec. 5, closed form)
+which is exact for any tau versus the sample period. We evaluate I(T) without the removable singularity at
+s^2 + Omega^2 = 0 (xi = 0, w tau = pi) as
+    I(T) = T [phi((s - i Omega) T) - phi((s + i Omega) T)] / (2 i),    phi(x) = (1 - e^{-x}) / x
+(phi by its Taylor series for |x| < 0.1), which equals sec. 5's [Omega - e^{-sT}(s sin + Omega cos)]/(s^2+Omega^2).
+
+Output. Per listener l, the kernel returns
+    y_l(t) = sum_e sum_j sum_{k=0..3} c_k[e,l,j] q_ej^{(k)}(t - d_el),   c_k[e,l,j] = sum_f geom[e,l,k,f] basis[f,j]
+i.e. any combination of q, q', q'', q''' of every mode, each event with its own delay d_el [s] and weights (the
+compact radiation model of sec. 6a is one such combination, transfer/low_order.py). After contact (u >= tau),
+q^{(k)} = Im(s^k Z), so the weights fold into one complex number per mode, W = sum_k c_k s^k, and every listener
+keeps one complex one-pole state per mode (sec. 5, complex one-pole form):
+    Z_{n+1} = p Z_n,  p = e^{s dt};  at the first sample n with u_n >= tau add W (G/w_d) I(tau) e^{s u_n};
+    y[n] = sum_j Im Z_j[n].
+During contact (u in [0, tau), a few samples) the forced terms are added directly from the closed form:
+    q' = Im(s Z), q'' = Im(s^2 Z) + F, q''' = Im(s^3 Z) - 2 xi w F + F',  F = G sin(Omega u), F' = G Omega cos(Omega u).
+
+Performance and determinism. The sample loop is compiled (Numba, ``nogil``), modes innermost in split real /
+imaginary arrays (SIMD). Modes are cut into fixed chunks that depend only on the number of modes; each
+(chunk, listener) work item runs on a Python thread (the compiled code releases the GIL) over blocks of samples,
+writing its own partial output; partials are summed in a fixed order. Results are therefore bit-identical for
+any number of threads and independent of Numba's threading layer (none is used: the workqueue layer aborts on
+concurrent calls from several threads, OpenMP was seen to stall under its default wait policy). ``fastmath``
+lets LLVM vectorise the sum over modes; the summation order is fixed by the compiled code, so a given machine
+reproduces its samples exactly (another CPU with other vector widths may differ in the last bits).
+
+Mode cut-off (sec. 8.6): with ``cutoff_db`` a work item stops updating once every injection it holds has decayed
+by that many dB (time ln(10^{dB/20}) / sigma_j for its slowest mode), its state is zeroed, and it skips ahead to
+its next injection.
+"""
+from __future__ import annotations
+
+import math
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+from numba import njit
+
+from ..errors import InputError
+
+#: samples per block of the threaded driver (partials are (items, BLOCK) float64)
+BLOCK = 65536
+#: target modes per chunk (chunk count is a function of the mode count only, for reproducibility)
+CHUNK_MODES = 128
+MAX_CHUNKS = 16
+_NEVER = np.iinfo(np.int64).max // 4
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# scalar helpers (compiled)
+@njit(cache=True, nogil=True)
+def _phi(x):
+    """(1 - e^{-x}) / x for complex x, Taylor series near 0."""
+    if abs(x) < 0.1:
+        # 1 - x/2 + x^2/6 - x^3/24 + ... = sum_k (-x)^k / (k+1)!, truncated after x^8 (error < 3e-16)
+        term = 1.0 + 0j
+        acc = 1.0 + 0j
+        for k in range(1, 9):
+            term = term * (-x) / (k + 1)
+            acc += term
+        return acc
+    return (1.0 - np.exp(-x)) / x
+
+
+@njit(cache=True, nogil=True)
+def _I(s, omega_c, T):
+    """I(T) = int_0^T e^{-s v} sin(Omega v) dv (module docstring), regular at s = i Omega."""
+    io = 1j * omega_c
+    return T * (_phi((s - io) * T) - _phi((s + io) * T)) / 2j
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# hot loop: one (chunk, listener) item over one block of samples
+@njit(cache=True, nogil=True, fastmath=True)
+def _run_item_block(b0, b1, zr, zi, pr, pim, sr, si, wd, j0, l, order_l, ninj_l, state,
+                    t0, tau, imp, delay, geom, basis, dt, alive_len, out):
+    """Advance item state over samples [b0, b1) writing sum_j Im Z_j to out[0 : b1 - b0].
+
+    zr, zi: (mc,) state of this item's modes; pr, pim, sr, si, wd: (mc,) pole p, s and w_d of those modes;
+    j0: first global mode index of the chunk; l: listener; order_l: events sorted by injection sample;
+    ninj_l: injection sample per event (this listener); state: int64[2] = (next position in order_l,
+    alive-until sample).
+    """
+    mc = zr.shape[0]
+    n_ev = order_l.shape[0]
+    K = geom.shape[2]
+    F = geom.shape[3]
+    n = b0
+    while n < b1:
+        # injections due at sample n (sec. 5: add W A e^{s u_n} once u_n >= tau)
+        ptr = state[0]
+        while ptr < n_ev and ninj_l[order_l[ptr]] == n:
+            e = order_l[ptr]
+            te = tau[e]
+            om_c = math.pi / te
+            u = n * dt - delay[e, l] - t0[e]
+            for jj in range(mc):
+                j = j0 + jj
+                s = complex(sr[jj], si[jj])
+                w = 0j
+                sk = 1.0 + 0j
+                for k in range(K):
+                    ck = 0.0
+                    for f in range(F):
+                        ck += geom[e, l, k, f] * basis[f, j]
+                    w += ck * sk
+                    sk = sk * s
+                G = math.pi * imp[e, j] / (2.0 * te)
+                z = w * (G / wd[jj]) * _I(s, om_c, te) * np.exp(s * u)
+                zr[jj] += z.real
+                zi[jj] += z.imag
+            if alive_len < _NEVER:
+                state[1] = max(state[1], n + alive_len)
+            else:
+                state[1] = _NEVER
+            ptr += 1
+        state[0] = ptr
+        nxt = ninj_l[order_l[ptr]] if ptr < n_ev else _NEVER
+        if n >= state[1]:
+            # every injection has decayed by cutoff_db: zero the state and skip to the next injection
+            for jj in range(mc):
+                zr[jj] = 0.0
+                zi[jj] = 0.0
+            stop = min(b1, nxt)
+            for k in range(n, stop):
+                out[k - b0] = 0.0
+            n = stop
+            continue
+        stop = min(b1, nxt, state[1])
+        # exact free decay Z <- p Z, output Im Z before the step; modes innermost (vectorised).
+        # Eight samples per pass over the modes: one load/store of the state per eight steps.
+        k = n
+        while k + 8 <= stop:
+            acc0 = 0.0
+            acc1 = 0.0
+            acc2 = 0.0
+            acc3 = 0.0
+            acc4 = 0.0
+            acc5 = 0.0
+            acc6 = 0.0
+            acc7 = 0.0
+            for jj in range(mc):
+                c = pr[jj]
+                d = pim[jj]
+                a = zr[jj]
+                b = zi[jj]
+                acc0 += b
+                a, b = a * c - b * d, a * d + b * c
+                acc1 += b
+                a, b = a * c - b * d, a * d + b * c
+                acc2 += b
+                a, b = a * c - b * d, a * d + b * c
+                acc3 += b
+                a, b = a * c - b * d, a * d + b * c
+                acc4 += b
+                a, b = a * c - b * d, a * d + b * c
+                acc5 += b
+                a, b = a * c - b * d, a * d + b * c
+                acc6 += b
+                a, b = a * c - b * d, a * d + b * c
+                acc7 += b
+                a, b = a * c - b * d, a * d + b * c
+                zr[jj] = a
+                zi[jj] = b
+            out[k + 0 - b0] = acc0
+            out[k + 1 - b0] = acc1
+            out[k + 2 - b0] = acc2
+            out[k + 3 - b0] = acc3
+            out[k + 4 - b0] = acc4
+            out[k + 5 - b0] = acc5
+            out[k + 6 - b0] = acc6
+            out[k + 7 - b0] = acc7
+            k += 8
+
+        for k in range(k, stop):
+            acc = 0.0
+            for jj in range(mc):
+                a = zr[jj]
+                b = zi[jj]
+                zr[jj] = a * pr[jj] - b * pim[jj]
+                zi[jj] = a * pim[jj] + b * pr[jj]
+                acc += b
+            out[k - b0] = acc
+        n = stop
+
+
+@njit(cache=True, nogil=True)
+def _contact_terms(out, sr, si, xi, omega, wd, t0, tau, imp, delay, geom, basis, fs, nstart, ninj):
+    """Add the samples that fall inside each contact (0 <= u < tau), from the closed form (module docstring)."""
+    n_ev, L = delay.shape
+    m = sr.shape[0]
+    K = geom.shape[2]
+    F = geom.shape[3]
+    N = out.shape[1]
+    dt = 1.0 / fs
+    c = np.zeros(4)
+    for e in range(n_ev):
+        te = tau[e]
+        om_c = math.pi / te
+        for l in range(L):
+            for n in range(max(nstart[e, l], 0), min(ninj[e, l], N)):
+                u = n * dt - delay[e, l] - t0[e]
+                u = min(max(u, 0.0), te)
+                sn = math.sin(om_c * u)
+                cs = math.cos(om_c * u)
+                val = 0.0
+                for j in range(m):
+                    s = complex(sr[j], si[j])
+                    c[:] = 0.0
+                    for k in range(K):
+                        ck = 0.0
+                        for f in range(F):
+                            ck += geom[e, l, k, f] * basis[f, j]
+                        c[k] = ck
+                    G = math.pi * imp[e, j] / (2.0 * te)
+                    z = (G / wd[j]) * np.exp(s * u) * _I(s, om_c, u)
+                    w = c[0] + c[1] * s + c[2] * s * s + c[3] * s * s * s
+                    Fo = G * sn
+                    dF = G * om_c * cs
+                    val += (w * z).imag + c[2] * Fo + c[3] * (dF - 2.0 * xi[j] * omega[j] * Fo)
+                out[l, n] += val
+
+
+# ---------------------------------------------------------------------------------------------------------------
+def mode_chunks(m: int) -> list[tuple[int, int]]:
+    """Fixed partition of m modes into contiguous chunks (depends on m only: reproducible results)."""
+    n = max(1, min(MAX_CHUNKS, -(-m // CHUNK_MODES)))
+    edges = np.linspace(0, m, n + 1).round().astype(int)
+    return [(int(edges[i]), int(edges[i + 1])) for i in range(n) if edges[i + 1] > edges[i]]
+
+
+def default_threads() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:                                   # pragma: no cover (non-Linux)
+        return max(1, os.cpu_count() or 1)
+
+
+def synthesize(omega, xi, t0, tau, impulse, delay, geom, basis, sample_rate: float, n_samples: int, *,
+               cutoff_db: float | None = None, n_threads: int | None = None) -> np.ndarray:
+    """Sum over events and modes of weighted modal responses to half-sine impacts (module docstring).
+
+    omega (m,) undamped angular frequencies [rad/s]; xi (m,) damping ratios in [0, 1);
+    t0 (E,) event start times [s]; tau (E,) contact durations [s] (> 0); impulse (E, m) modal impulses
+    I_ej = u_j(x_e) . J_e [N s / sqrt(kg)]; delay (E, L) propagation delay per event and listener [s] (>= 0);
+    geom (E, L, K, F) and basis (F, m), K <= 4: weight of the k-th time derivative of q_j is
+    sum_f geom[e, l, k, f] basis[f, j]; sample_rate [Hz]; n_samples.
+    Returns (L, n_samples) float64: y_l[n] = sum_{e,j,k} c_k q_ej^{(k)}(n/fs - d_el).
+    """
+    omega = np.ascontiguousarray(omega, np.float64).reshape(-1)
+    xi = np.ascontiguousarray(xi, np.float64).reshape(-1)
+    m = omega.shape[0]
+    t0 = np.ascontiguousarray(t0, np.float64).reshape(-1)
+    E = t0.shape[0]
+    tau = np.ascontiguousarray(tau, np.float64).reshape(E)
+    imp = np.ascontiguousarray(impulse, np.float64).reshape(E, m)
+    delay = np.ascontiguousarray(delay, np.float64)
+    if delay.ndim != 2 or delay.shape[0] != E:
+        raise InputError(f"synthesize: delay must have shape (events, listeners) = ({E}, L), got {delay.shape}")
+    L = delay.shape[1]
+    geom = np.ascontiguousarray(geom, np.float64)
+    basis = np.ascontiguousarray(basis, np.float64)
+    if basis.ndim != 2 or basis.shape[1] != m:
+        raise InputError(f"synthesize: basis must have shape (features, {m}), got {basis.shape}")
+    if geom.shape[:2] != (E, L) or geom.ndim != 4 or geom.shape[2] > 4 or geom.shape[3] != basis.shape[0]:
+        raise InputError(f"synthesize: geom must have shape ({E}, {L}, K<=4, {basis.shape[0]}), got {geom.shape}")
+    fs = float(sample_rate)
+    n_samples = int(n_samples)
+    if not (np.isfinite(fs) and fs > 0):
+        raise InputError(f"synthesize: sample_rate = {sample_rate} Hz must be positive")
+    if n_samples < 0:
+        raise InputError(f"synthesize: n_samples = {n_samples} must not be negative")
+    if not np.all(np.isfinite(omega) & (omega > 0)):
+        raise InputError("synthesize: modal angular frequencies must be positive and finite")
+    if not np.all(np.isfinite(xi) & (xi >= 0) & (xi < 1)):
+        j = int(np.flatnonzero(~(np.isfinite(xi) & (xi >= 0) & (xi < 1)))[0])
+        raise InputError(f"synthesize: mode {j} has damping ratio xi = {xi[j]}; need 0 <= xi < 1 "
+                         "(overdamped modes must be dropped, modal-sound.md sec. 3)")
+    bad = ~(np.isfinite(tau) & (tau > 0))
+    if bad.any():
+        e = int(np.flatnonzero(bad)[0])
+        raise InputError(f"synthesize: event {e} has contact duration tau = {tau[e]} s; it must be positive "
+                         "and finite (check the event's vn, masses and materials)")
+    for name, a in (("t0", t0), ("delay", delay), ("impulse", imp)):
+        if not np.all(np.isfinite(a)):
+            raise InputError(f"synthesize: {name} has NaN or infinite values")
+    if np.any(delay < 0):
+        raise InputError("synthesize: delays must not be negative")
+    out = np.zeros((L, n_samples))
+    if E == 0 or m == 0 or L == 0 or n_samples == 0:
+        return out
+
+    dt = 1.0 / fs
+    wd = omega * np.sqrt(1.0 - xi**2)                              # w_d = w sqrt(1 - xi^2)   (sec. 3)
+    s = -xi * omega + 1j * wd                                      # pole s_j               (sec. 5)
+    p = np.exp(s * dt)                                             # p = e^{s dt}
+    sr, si, pr, pim = s.real.copy(), s.imag.copy(), p.real.copy(), p.imag.copy()
+
+    # sample indices: contact starts at nstart (u >= 0), after-contact injection at ninj (u >= tau)
+    start = (t0[:, None] + delay) * fs
+    nstart = np.ceil(start - 1e-9).astype(np.int64)
+    nstart = np.where(nstart * dt - delay - t0[:, None] < 0, nstart + 1, nstart)
+    ninj = np.ceil((t0[:, None] + delay + tau[:, None]) * fs - 1e-9).astype(np.int64)
+    ninj = np.where(ninj * dt - delay - t0[:, None] < tau[:, None], ninj + 1, ninj)
+    ninj = np.maximum(ninj, 0)
+
+    _contact_terms(out, sr, si, xi, omega, wd, t0, tau, imp, delay, geom, basis, fs, nstart, ninj)
+
+    chunks = mode_chunks(m)
+    items = [(c, l) for c in range(len(chunks)) for l in range(L)]
+    if cutoff_db is None or not np.isfinite(cutoff_db):
+        alive = [int(_NEVER)] * len(chunks)
+    else:
+        sigma = xi * omega                                         # decay rate sigma_j = xi_j w_j (sec. 3)
+        T = np.log(10.0 ** (float(cutoff_db) / 20.0)) / np.where(sigma > 0, sigma, np.nan)
+        alive = []
+        for a, b in chunks:
+            Tc = T[a:b]
+            alive.append(int(_NEVER) if np.any(np.isnan(Tc)) else int(np.ceil(Tc.max() * fs)))
+    order = [np.argsort(ninj[:, l], kind="stable").astype(np.int64) for l in range(L)]
+    ninj_c = [np.ascontiguousarray(ninj[:, l]) for l in range(L)]
+    zs = [(np.zeros(b - a), np.zeros(b - a)) for a, b in chunks for _ in range(L)]   # item order (c, l)
+    states = [np.array([0, -1], np.int64) for _ in items]
+    polys = [(pr[a:b].copy(), pim[a:b].copy(), sr[a:b].copy(), si[a:b].copy(), wd[a:b].copy()) for a, b in chunks]
+    B = min(BLOCK, n_samples)
+    part = np.zeros((len(items), B))
+
+    def work(i, b0, b1):
+        c, l = items[i]
+        a, _ = chunks[c]
+        ppr, ppi, ssr, ssi, wwd = polys[c]
+        _run_item_block(b0, b1, zs[i][0], zs[i][1], ppr, ppi, ssr, ssi, wwd, a, l, order[l], ninj_c[l],
+                        states[i], t0, tau, imp, delay, geom, basis, dt, alive[c], part[i])
+
+    nt = min(n_threads or default_threads(), len(items))
+    ex = ThreadPoolExecutor(max_workers=nt) if nt > 1 else None
+    try:
+        for b0 in range(0, n_samples, B):
+            b1 = min(n_samples, b0 + B)
+            if ex is None:
+                for i in range(len(items)):
+                    work(i, b0, b1)
+            else:
+                for f in [ex.submit(work, i, b0, b1) for i in range(len(items))]:
+                    f.result()
+            for i, (c, l) in enumerate(items):                     # fixed summation order
+                out[l, b0:b1] += part[i, : b1 - b0]
+    finally:
+        if ex is not None:
+            ex.shutdown(wait=True)
+    return out
+
+
+def modal_response(omega, xi, t0, tau, impulse, sample_rate: float, n_samples: int, *, order: int = 0,
+                   **kw) -> np.ndarray:
+    """Sum over modes of the k-th time derivative (``order`` 0..3) of the displacement responses q_j [m sqrt(kg)
+    / s^k ...] to half-sine events (no radiation): (n_samples,) float64. Arguments as :func:`synthesize`."""
+    omega = np.asarray(omega, np.float64).reshape(-1)
+    t0 = np.asarray(t0, np.float64).reshape(-1)
+    E = t0.shape[0]
+    geom = np.zeros((E, 1, 4, 1))
+    geom[:, 0, order, 0] = 1.0
+    return synthesize(omega, xi, t0, tau, impulse, np.zeros((E, 1)), geom, np.ones((1, omega.shape[0])),
+                      sample_rate, n_samples, **kw)[0]

@@ -1,0 +1,135 @@
+"""Low-order (compact, ka << 1) radiation of vibration modes: monopole + dipole (modal-sound.md sec. 6a).
+
+Fallback transfer model, to be replaced by BEM / FFAT transfer where accuracy matters. Per mode j, with the
+surface S of the body (outward normal n, body frame, centre of mass x0 at the origin):
+
+    V_j = int_S n . u_j dA                      [m^3 / sqrt(kg)]   volume velocity per unit q_j'  (monopole)
+    D_j = int_S (y - x0) (n . u_j) dA           [m^4 / sqrt(kg)]   first moment                   (dipole)
+    p_j(x, t) = rho / (4 pi r) [ V_j q_j''(t_r) + (r_hat . D_j) (q_j'''(t_r) / c + q_j''(t_r) / r) ]
+    t_r = t - r/c,  r = |x - x0|,  r_hat = (x - x0)/r                                           (sec. 6a)
+
+The pressure is a fixed linear combination of q'' and q''' of each mode, so it is expressed as
+``basis`` (F = 4 features [V; D_x; D_y; D_z] per mode) and per-listener ``geometry`` coefficients for the time
+derivatives k = 0..3 of q (sources/modal_kernel.py consumes exactly this form):
+
+    weight of q_j^{(2)} = a (V_j + (r_hat . D_j) / r),   weight of q_j^{(3)} = a (r_hat . D_j) / c,   a = rho/(4 pi r)
+
+A replacement transfer supplies the same (basis, geometry, delay) triple.
+
+Surface integrals. P1: shapes interpolated linearly over flat triangles; n . u is linear and (y - x0)(n . u) is
+quadratic on each triangle, integrated exactly (int lambda_a dA = A/3, int lambda_a lambda_b dA = A (1 +
+delta_ab)/12). P2 (``faces6``): 6-node quadratic shape functions on the straight triangle spanned by the three
+vertices; the integrands are quadratic and cubic, integrated exactly with the 6-point degree-4 Dunavant rule.
+
+Time convention (frequency-domain helper :func:`compact_harmonic`): e^{-i w t} (modal-sound.md sec. 6b), so a
+time derivative is -i w and the outgoing wave is e^{+i k r}.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+# Dunavant (1985) degree-4 rule on the reference triangle: barycentric points and weights (sum 1)
+_D4_A1, _D4_B1, _D4_W1 = 0.445948490915965, 0.108103018168070, 0.223381589678011
+_D4_A2, _D4_B2, _D4_W2 = 0.091576213509771, 0.816847572980459, 0.109951743655322
+_D4_POINTS = np.array([[_D4_B1, _D4_A1, _D4_A1], [_D4_A1, _D4_B1, _D4_A1], [_D4_A1, _D4_A1, _D4_B1],
+                       [_D4_B2, _D4_A2, _D4_A2], [_D4_A2, _D4_B2, _D4_A2], [_D4_A2, _D4_A2, _D4_B2]])
+_D4_WEIGHTS = np.array([_D4_W1] * 3 + [_D4_W2] * 3)
+
+
+def _face_geometry(nodes, faces):
+    tri = nodes[faces[:, :3]]                                          # (nf, 3 vertices, 3)
+    cr = np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0])
+    area2 = np.linalg.norm(cr, axis=1)                                 # 2 A
+    nrm = cr / np.where(area2 > 0, area2, 1.0)[:, None]
+    return tri, 0.5 * area2, nrm
+
+
+def surface_moments(nodes, faces, shapes, faces6=None, x0=(0.0, 0.0, 0.0), mode_block: int = 64):
+    """Monopole V_j and dipole D_j moments of mode shapes over a closed surface (module docstring).
+
+    nodes (ns, 3) [m] body frame; faces (nf, 3) outward counter-clockwise vertex indices; shapes (m, ns, 3)
+    [1/sqrt(kg)] (any per-node vector field); faces6 (nf, 6) (v0, v1, v2, m01, m12, m20) for P2 or None;
+    x0 (3,) [m] expansion centre. Returns V (m,) [m^3/sqrt(kg)] and D (m, 3) [m^4/sqrt(kg)].
+    """
+    nodes = np.asarray(nodes, np.float64)
+    faces = np.asarray(faces, np.int64)
+    shapes = np.asarray(shapes, np.float64)
+    if shapes.ndim == 2:
+        shapes = shapes[None]
+    m = shapes.shape[0]
+    y = nodes - np.asarray(x0, np.float64)
+    tri, area, nrm = _face_geometry(nodes, faces)
+    V = np.zeros(m)
+    D = np.zeros((m, 3))
+    if faces6 is None:
+        yv = y[faces]                                                  # (nf, 3, 3)
+        for a in range(0, m, mode_block):                              # blocks of modes bound the memory
+            sh = shapes[a:a + mode_block]
+            # n . u at the three vertices of each face: (mb, nf, 3)
+            un = np.stack([np.einsum("mfc,fc->mf", sh[:, faces[:, k], :], nrm) for k in range(3)], axis=2)
+            # int n.u dA = A/3 sum_k (n.u)_k
+            V[a:a + mode_block] = (un.sum(axis=2) * area).sum(axis=1) / 3.0
+            # int y (n.u) dA = A/12 [ (sum_a y_a)(sum_b (n.u)_b) + sum_a y_a (n.u)_a ]
+            tot = np.einsum("mf,fc->mfc", un.sum(axis=2), yv.sum(axis=1))
+            diag = np.einsum("mfk,fkc->mfc", un, yv)
+            D[a:a + mode_block] = np.einsum("mfc,f->mc", tot + diag, area) / 12.0
+        return V, D
+    f6 = np.asarray(faces6, np.int64)
+    l = _D4_POINTS
+    N6 = np.stack([l[:, 0] * (2 * l[:, 0] - 1), l[:, 1] * (2 * l[:, 1] - 1), l[:, 2] * (2 * l[:, 2] - 1),
+                   4 * l[:, 0] * l[:, 1], 4 * l[:, 1] * l[:, 2], 4 * l[:, 2] * l[:, 0]], axis=1)   # (6 qp, 6)
+    yq = np.einsum("qk,fkc->fqc", l, y[faces[:, :3]])                  # straight-triangle geometry (nf, 6, 3)
+    wA = area[:, None] * _D4_WEIGHTS[None, :]                          # (nf, 6)
+    for a in range(0, m, mode_block):
+        sh = shapes[a:a + mode_block]
+        un_nodes = np.stack([np.einsum("mfc,fc->mf", sh[:, f6[:, k], :], nrm) for k in range(6)], axis=2)
+        unq = np.einsum("mfk,qk->mfq", un_nodes, N6)                    # n.u at the quadrature points
+        V[a:a + mode_block] = np.einsum("mfq,fq->m", unq, wA)
+        D[a:a + mode_block] = np.einsum("mfq,fq,fqc->mc", unq, wA, yq)
+    return V, D
+
+
+def model_moments(model):
+    """(V, D) of a :class:`~impactsound.fem.model.ModalModel` about its centre of mass (the body origin)."""
+    nv = int(np.asarray(model.surface_faces).max()) + 1
+    return surface_moments(model.surface_nodes if model.surface_faces6 is not None
+                           else model.surface_nodes[:nv], model.surface_faces, model.shapes
+                           if model.surface_faces6 is not None else model.shapes[:, :nv],
+                           model.surface_faces6)
+
+
+def compact_basis(V, D) -> np.ndarray:
+    """Per-mode features (4, m) = [V; D_x; D_y; D_z] for :func:`compact_geometry`."""
+    return np.vstack([np.asarray(V, np.float64)[None, :], np.asarray(D, np.float64).T])
+
+
+def compact_geometry(x_body, c: float, rho: float, x0=(0.0, 0.0, 0.0)):
+    """Compact-model coefficients for listener positions ``x_body`` (..., 3) [m] in the body frame.
+
+    Returns geom (..., 4, 4) (time-derivative order k, feature f) and delay r/c (...) [s]; the pressure of mode j
+    [Pa] is sum_{k,f} geom[..., k, f] basis[f, j] q_j^{(k)}(t - r/c) (module docstring). c [m/s], rho [kg/m^3].
+    """
+    x = np.asarray(x_body, np.float64) - np.asarray(x0, np.float64)
+    r = np.linalg.norm(x, axis=-1)
+    if np.any(r <= 0):
+        raise ValueError("compact_geometry: a listener coincides with the body's centre of mass")
+    rhat = x / r[..., None]
+    a = rho / (4.0 * np.pi * r)
+    geom = np.zeros(x.shape[:-1] + (4, 4))
+    geom[..., 2, 0] = a                                                # V q''
+    geom[..., 2, 1:] = (a / r)[..., None] * rhat                       # (r_hat.D) q'' / r
+    geom[..., 3, 1:] = (a / c)[..., None] * rhat                       # (r_hat.D) q''' / c
+    return geom, r / c
+
+
+def compact_harmonic(V, D, x_body, omega, c: float, rho: float, x0=(0.0, 0.0, 0.0)) -> np.ndarray:
+    """Complex pressure [Pa] per unit complex modal amplitude Q_j at angular frequency omega [rad/s]
+    (e^{-i w t}: q = Re(Q e^{-i w t}), d/dt -> -i w, outgoing e^{+i k r}), compact model. Shape (..., m)."""
+    geom, delay = compact_geometry(x_body, c, rho, x0)
+    basis = compact_basis(V, D)
+    omega = np.asarray(omega, np.float64)
+    coef = np.einsum("...kf,fm->...km", geom, basis)                    # (..., 4, m)
+    dk = np.stack([(-1j * omega) ** k for k in range(4)], axis=0)      # (4, m) or (4,)
+    if dk.ndim == 1:
+        dk = dk[:, None]
+    return np.einsum("...km,km->...m", coef, dk) * np.exp(1j * omega * delay[..., None])
