@@ -230,7 +230,8 @@ def _cpml_profile(grid: Grid, axis: int, c: float, dt: float, R: float = 1e-6, o
 
     cells = np.arange(1, n + 1)
     sc = sigma(cells - 0.5)
-    faces = np.arange(0, n + 1)        # face f is the upper face of cell f (between cells f and f+1)
+    # face f is the upper face of cell f (between cells f and f+1); face 0 is the rigid lower wall, never updated
+    faces = np.arange(1, n + 1)
     sf = sigma(faces.astype(float))
     out = []
     for idx, s in ((faces, sf), (cells, sc)):
