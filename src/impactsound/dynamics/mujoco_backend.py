@@ -1,0 +1,516 @@
+"""Rigid-body dynamics with MuJoCo -> clean contact events (design.md "Notes on the real parts"; specs/modal-sound.md
+sec. 7-8; specs/pan.md "Contact force from an impulse").
+
+The engine's contact-force history is *not* the sound's force: we only take, per collision, the summed impulse
+J = sum f dt, the first-contact time and the approach speed (hygiene.py); the force's time profile comes from Hertz
+theory downstream. The engine only has to get momentum exchange, timing and restitution right.
+
+Model (built in memory with ``mujoco.MjSpec``)
+----------------------------------------------
+* Each body: a free joint at *our* body-frame origin (the centre of mass), an explicit inertial with our mass and
+  our full 3x3 inertia about the COM (``fullinertia``; MuJoCo diagonalises it internally and stores the principal
+  frame separately, ``body_iquat``, so the body frame it reports, ``xpos``/``xquat``, stays ours).
+* Its collision geom is the convex hull of our body-frame mesh. MuJoCo collides meshes as convex hulls anyway; a
+  concave body (bowl, mug) therefore behaves as its hull - a known limitation until a convex decomposition
+  (CoACD) is added; the sound models keep the original mesh. MuJoCo re-centres and re-orients a mesh to its own
+  inertial frame and compensates with the geom's pos/quat; that offset never reaches us because we read body
+  poses, not geom poses (tested against MuJoCo's geom vertices in tests/unit/test_dynamics.py).
+* Ground: an infinite plane z = height with the ground material.
+
+Contact parameters
+------------------
+MuJoCo's soft contacts act, in constraint space, like a mass-normalised spring-damper:
+a_n = -damping v_n - stiffness r (solref in the direct ``(-stiffness, -damping)`` format, impedance d constant via
+solimp d0 = dw = 0.99, so a 1 kg and a 1 g body get the same contact dynamics).
+
+* stiffness = omega0^2 with omega0 = pi / (contact_steps * timestep): an undamped contact lasts ``contact_steps``
+  engine steps (default 10), enough for the semi-implicit Euler map to represent it. The price is softness:
+  peak penetration ~ v * contact_steps * timestep / pi (about 1.2 mm for a 2.4 m/s impact at 2e-4 s). Lower the
+  timestep for thin objects (a plate thinner than ~2x that depth can be passed through).
+* damping = 2 zeta omega0, with zeta chosen so that the *discrete* contact map that MuJoCo integrates (first
+  contact at a uniformly random phase inside a step, force clamped >= 0, release at zero penetration) gives the
+  material's restitution on average (:func:`restitution_to_damping_ratio`). Because the damping acts on the
+  whole first step whatever the phase of first contact, a single bounce's restitution scatters by about
+  +-2 zeta kappa / 3 around the target (+-0.04 at e = 0.56); the mean is right.
+* Pairs: MuJoCo combines geom parameters; with direct-format solref it takes the element-wise minimum, i.e. the
+  larger damping, so a pair's restitution is min(e_a, e_b) (the lossier material dominates). Friction is the
+  maximum of the two coefficients (MuJoCo's rule). Both are documented choices.
+* Restitution below ~0.07 cannot be reached by a stable damping at this resolution and is clamped (warning).
+
+Solver: Newton, elliptic friction cones (no pyramid approximation: contact-frame force = efc_force directly),
+impratio 10 (harder friction, less creep; NoSlip is left off: MuJoCo warns it can destabilise multi-contact
+stacks, and impacts do not need exact sticking), Euler integrator (what the restitution calibration models), and
+speculative contacts on (MuJoCo 4: prevents fast, thin convex geoms from tunnelling within one step; a 5 mm ball at
+5 m/s moves 1 mm per step and does not trigger it). Gravity g = 9.81 m/s^2 along -z.
+
+Initial state checks: NaN/inf anywhere -> InputError naming body and field; bodies overlapping each other or the
+ground at t = 0 deeper than v_min / omega0 (a penetration that the contact spring would turn into an ejection
+faster than v_min, i.e. an audible spurious event) -> InputError; shallower overlaps are accepted silently.
+"""
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from ..errors import InputError, MeshError, SolverError
+from .events import GROUND, EventLog
+from .hygiene import V_MIN, RawContacts, clean_contacts
+
+__all__ = ["simulate", "run_dynamics", "build_model", "DynamicsResult", "MujocoModel",
+           "restitution_to_damping_ratio", "GRAVITY"]
+
+GRAVITY = 9.81              # [m/s^2], along -z (MuJoCo's default value, set explicitly)
+_IMPEDANCE = 0.99           # solimp d0 = dw: constant impedance (no width ramp), see module docstring
+_CHUNK = 2048               # engine steps with contacts per conversion to compact rows (bounds record memory)
+_MAX_DAMP_STEP = 0.8        # damping * timestep <= this keeps the explicit damping term monotone and stable
+
+
+# ---- restitution calibration -----------------------------------------------------------------------------
+def _discrete_restitution(zeta: float, kappa: float, n_phase: int = 64) -> float:
+    """Mean restitution of MuJoCo's discrete contact map over the phase of first contact.
+
+    Units v_in = 1, dt = 1. Per step (semi-implicit Euler, as mj_step with the Euler integrator):
+    a = max(-c u - K x, 0) while x < 0, u += a, x += u; K = kappa^2, c = 2 zeta kappa. Gravity is left out: the
+    restitution is a property of the contact. First contact at x = -phi (phi uniform in (0, 1)); release when the
+    penetration x returns to >= 0; e = u_out / u_in.
+    """
+    phi = (np.arange(n_phase) + 0.5) / n_phase
+    x = -phi
+    u = -np.ones(n_phase)
+    K, c = kappa * kappa, 2.0 * zeta * kappa
+    e = np.zeros(n_phase)
+    active = np.ones(n_phase, bool)
+    for _ in range(int(200.0 / kappa) + 100):
+        a = np.maximum(-c * u - K * x, 0.0)
+        u = u + a
+        x = x + u
+        out = active & (x >= 0)
+        e[out] = u[out]
+        active &= ~out
+        if not active.any():
+            break
+    e[active] = np.maximum(u[active], 0.0)          # overdamped creep-out: essentially no rebound
+    return float(e.mean())
+
+
+@lru_cache(maxsize=256)
+def _calibrate(restitution: float, contact_steps: float) -> tuple[float, float | None]:
+    """(zeta, e_floor): e_floor is set when the requested restitution was below reach and zeta was clamped."""
+    from scipy.optimize import brentq
+
+    kappa = math.pi / contact_steps
+    z_max = _MAX_DAMP_STEP / (2.0 * kappa)
+    e = float(restitution)
+    if e >= _discrete_restitution(0.0, kappa):
+        return 0.0, None
+    e_floor = _discrete_restitution(z_max, kappa)
+    if e <= e_floor:
+        return z_max, e_floor
+    return float(brentq(lambda z: _discrete_restitution(z, kappa) - e, 0.0, z_max, xtol=1e-6)), None
+
+
+def restitution_to_damping_ratio(restitution: float, contact_steps: float = 10.0) -> float:
+    """Damping ratio zeta [-] of the engine contact that yields ``restitution`` on average (see module docstring).
+
+    ``contact_steps``: undamped contact duration in engine steps (kappa = omega0 dt = pi / contact_steps).
+    Clamped, with a warning, to the most damping the explicit step tolerates (restitution ~0.07 at 10 steps).
+    """
+    zeta, e_floor = _calibrate(float(restitution), float(contact_steps))
+    if e_floor is not None:
+        warnings.warn(f"restitution {restitution:.3g} is below the lowest the rigid-body engine reaches with "
+                      f"{contact_steps:g} steps per contact ({e_floor:.3g}); using {e_floor:.3g}", stacklevel=2)
+    return zeta
+
+
+# ---- validation --------------------------------------------------------------------------------------------
+def _finite_vec(body_name: str, field: str, value, n: int) -> np.ndarray:
+    try:
+        v = np.asarray(value, dtype=np.float64).reshape(n)
+    except (TypeError, ValueError):
+        raise InputError(f"body {body_name!r}: {field} must be {n} numbers, got {value!r}") from None
+    if not np.all(np.isfinite(v)):
+        raise InputError(f"body {body_name!r}: {field} = {v.tolist()} contains NaN or infinity; give finite "
+                         "values")
+    return v
+
+
+def _validate(bodies, ground, duration, timestep):
+    for name, v in (("duration", duration), ("timestep", timestep)):
+        try:
+            fv = float(v)
+        except (TypeError, ValueError):
+            raise InputError(f"{name} = {v!r} is not a number (seconds)") from None
+        if not (math.isfinite(fv) and fv > 0):
+            raise InputError(f"{name} = {v!r} s must be positive and finite")
+    if float(timestep) > float(duration):
+        raise InputError(f"timestep = {timestep} s is longer than duration = {duration} s; use a timestep of "
+                         "about 1e-4 to 5e-4 s")
+    if float(timestep) > 2e-3:
+        warnings.warn(f"timestep = {timestep} s is coarse for impacts (contacts last 10 steps); 1e-4 to 5e-4 s is "
+                      "typical", stacklevel=3)
+    names = [b.name for b in bodies]
+    for b in bodies:
+        _finite_vec(b.name, "position", b.position, 3)
+        q = _finite_vec(b.name, "quaternion", b.quaternion, 4)
+        if np.linalg.norm(q) < 1e-9:
+            raise InputError(f"body {b.name!r}: quaternion is zero; give a unit quaternion (w, x, y, z)")
+        _finite_vec(b.name, "velocity", b.velocity, 3)
+        _finite_vec(b.name, "angular_velocity", b.angular_velocity, 3)
+        try:
+            m = float(b.mass)
+        except (TypeError, ValueError):
+            raise InputError(f"body {b.name!r}: mass = {b.mass!r} is not a number (kg)") from None
+        if not (math.isfinite(m) and m > 0):
+            raise InputError(f"body {b.name!r}: mass = {b.mass!r} kg must be positive and finite")
+        inertia = np.asarray(b.inertia, np.float64)
+        if inertia.shape != (3, 3) or not np.all(np.isfinite(inertia)):
+            raise InputError(f"body {b.name!r}: inertia must be a finite 3x3 matrix (kg m^2)")
+        if not np.allclose(inertia, inertia.T, rtol=1e-9, atol=1e-12 * np.abs(inertia).max()):
+            raise InputError(f"body {b.name!r}: inertia is not symmetric")
+        ev = np.linalg.eigvalsh(0.5 * (inertia + inertia.T))
+        if ev[0] <= 0:
+            raise InputError(f"body {b.name!r}: inertia is not positive definite (eigenvalues {ev.tolist()})")
+        verts = np.asarray(getattr(b.mesh, "vertices", np.zeros((0, 3))), np.float64)
+        if verts.ndim != 2 or verts.shape[0] < 4 or not np.all(np.isfinite(verts)):
+            raise MeshError(f"body {b.name!r}: mesh needs at least 4 finite vertices")
+    if len(set(names)) != len(names):
+        raise InputError(f"body names must be unique, got {names}")
+    if ground is not None and getattr(ground, "enabled", True):
+        if not math.isfinite(float(ground.height)):
+            raise InputError(f"ground.height = {ground.height!r} must be finite (m)")
+
+
+# ---- model --------------------------------------------------------------------------------------------------
+@dataclass
+class MujocoModel:
+    """A compiled scene: MuJoCo model and data plus the maps back to our bodies.
+
+    geom_owner[g]: our body index of MuJoCo geom g (GROUND for the plane); hull_vertices[i]: the body-frame
+    (m) vertices of body i's collision hull (what MuJoCo collides); body_size[i] [m]: bounding-box diagonal;
+    omega0 [rad/s]: contact natural frequency; timestep [s].
+    """
+
+    model: object
+    data: object
+    geom_owner: np.ndarray
+    hull_vertices: list
+    body_size: np.ndarray
+    omega0: float
+    timestep: float
+
+
+def _quat_rotate(q, v):
+    """Rotate vectors v (n, 3) by unit quaternions q (n, 4) (w, x, y, z)."""
+    w, u = q[:, :1], q[:, 1:]
+    t = 2.0 * np.cross(u, v)
+    return v + w * t + np.cross(u, t)
+
+
+def build_model(bodies, ground, timestep: float = 2e-4, *, contact_steps: float = 10.0) -> MujocoModel:
+    """Build and compile the MuJoCo model of ``bodies`` (list of scene Body) over ``ground`` (Ground or None).
+
+    Initial state (positions, orientations, velocities) is set in ``data``; nothing is stepped. See the module
+    docstring for every modelling choice. Raises InputError / MeshError on invalid input.
+    """
+    import mujoco
+    import trimesh
+
+    spec = mujoco.MjSpec()
+    spec.compiler.inertiafromgeom = mujoco.mjtInertiaFromGeom.mjINERTIAFROMGEOM_FALSE
+    opt = spec.option
+    opt.timestep = float(timestep)
+    opt.gravity = [0.0, 0.0, -GRAVITY]
+    opt.integrator = mujoco.mjtIntegrator.mjINT_EULER
+    opt.cone = mujoco.mjtCone.mjCONE_ELLIPTIC
+    opt.solver = mujoco.mjtSolver.mjSOL_NEWTON
+    opt.impratio = 10.0
+    opt.enableflags |= int(mujoco.mjtEnableBit.mjENBL_SPECULATIVE)
+
+    omega0 = math.pi / (contact_steps * float(timestep))
+    solimp = [_IMPEDANCE, _IMPEDANCE, 0.001, 0.5, 2.0]
+
+    def contact_kw(material):
+        zeta = restitution_to_damping_ratio(float(material.restitution), float(contact_steps))
+        mu = float(material.friction)
+        return dict(solref=[-omega0 ** 2, -2.0 * zeta * omega0], solimp=solimp,
+                    friction=[mu, 0.005, 0.0001], condim=3 if mu > 0 else 1, margin=0.0, gap=0.0)
+
+    if ground is not None and getattr(ground, "enabled", True):
+        spec.worldbody.add_geom(name="ground", type=mujoco.mjtGeom.mjGEOM_PLANE, size=[0.0, 0.0, 1.0],
+                                pos=[0.0, 0.0, float(ground.height)], **contact_kw(ground.material))
+
+    hulls, sizes = [], []
+    for i, b in enumerate(bodies):
+        verts = np.asarray(b.mesh.vertices, np.float64)
+        sv = np.linalg.svd(verts - verts.mean(axis=0), compute_uv=False)
+        if not sv[-1] > 1e-9 * sv[0]:
+            raise MeshError(f"body {b.name!r}: its mesh is flat (or a line); a rigid body needs a mesh that "
+                            "encloses a volume (give thin objects a thickness)")
+        try:
+            hull = trimesh.Trimesh(vertices=verts, faces=np.asarray(b.mesh.faces)).convex_hull
+        except Exception as exc:  # qhull failures: flat or degenerate meshes
+            raise MeshError(f"body {b.name!r}: cannot build the convex hull of its mesh ({exc}); the mesh must "
+                            "enclose a volume") from None
+        if not hull.volume > 0:
+            raise MeshError(f"body {b.name!r}: the convex hull of its mesh has no volume (flat mesh?)")
+        hv = np.asarray(hull.vertices, np.float64)
+        hulls.append(hv)
+        sizes.append(float(np.linalg.norm(hv.max(axis=0) - hv.min(axis=0))))
+        spec.add_mesh(name=f"hull{i}", uservert=hv.ravel(), userface=np.asarray(hull.faces).ravel())
+        q = np.asarray(b.quaternion, np.float64)
+        body = spec.worldbody.add_body(name=f"body{i}", pos=np.asarray(b.position, np.float64),
+                                       quat=q / np.linalg.norm(q))
+        body.add_freejoint()
+        inertia = 0.5 * (np.asarray(b.inertia, np.float64) + np.asarray(b.inertia, np.float64).T)
+        body.mass = float(b.mass)
+        body.ipos = [0.0, 0.0, 0.0]           # COM at our body-frame origin (scene/model.py)
+        body.fullinertia = [inertia[0, 0], inertia[1, 1], inertia[2, 2], inertia[0, 1], inertia[0, 2],
+                            inertia[1, 2]]
+        body.explicitinertial = True
+        body.add_geom(name=f"geom{i}", type=mujoco.mjtGeom.mjGEOM_MESH, meshname=f"hull{i}",
+                      **contact_kw(b.material))
+    try:
+        model = spec.compile()
+    except ValueError as exc:
+        msg = str(exc)
+        who = ""
+        for i, b in enumerate(bodies):
+            if f"body{i}'" in msg or f"hull{i}'" in msg or f"geom{i}'" in msg:
+                who = f"body {b.name!r}: "
+        raise InputError(f"{who}MuJoCo rejected the model: {msg.splitlines()[0]} (check its inertia "
+                         "(triangle inequality, positive) and mesh)") from None
+
+    data = mujoco.MjData(model)
+    for i, b in enumerate(bodies):
+        adr = model.jnt_dofadr[model.body_jntadr[i + 1]]
+        q = np.asarray(b.quaternion, np.float64)
+        q = q / np.linalg.norm(q)
+        data.qvel[adr:adr + 3] = np.asarray(b.velocity, np.float64)
+        # A free joint's angular velocity is in the body (local) frame; ours is in the world frame.
+        w_world = np.asarray(b.angular_velocity, np.float64)
+        data.qvel[adr + 3:adr + 6] = _quat_rotate(
+            np.array([[q[0], -q[1], -q[2], -q[3]]]), w_world[None])[0]
+    geom_owner = model.geom_bodyid.astype(np.int64) - 1      # world body 0 -> GROUND (-1), body k -> k - 1
+    return MujocoModel(model=model, data=data, geom_owner=geom_owner, hull_vertices=hulls,
+                       body_size=np.asarray(sizes, np.float64), omega0=omega0, timestep=float(timestep))
+
+
+def _check_initial_overlap(mm: MujocoModel, bodies, ground, v_min: float):
+    """InputError if two bodies, or a body and the ground, overlap at t = 0 deeper than v_min / omega0."""
+    import mujoco
+
+    tol = v_min / mm.omega0
+    if ground is not None and getattr(ground, "enabled", True):
+        for b, hv in zip(bodies, mm.hull_vertices):
+            q = np.asarray(b.quaternion, np.float64)
+            q = q / np.linalg.norm(q)
+            zmin = float((_quat_rotate(np.repeat(q[None], len(hv), 0), hv)[:, 2]).min()
+                         + np.asarray(b.position, np.float64)[2])
+            depth = float(ground.height) - zmin
+            if depth > tol:
+                raise InputError(f"body {b.name!r} starts {depth * 1e3:.3g} mm below the ground (z = "
+                                 f"{float(ground.height)} m); raise its position z by at least that much")
+    m, d = mm.model, mm.data
+    mujoco.mj_forward(m, d)
+    for k in range(d.ncon):
+        c = d.contact[k]
+        ia, ib = mm.geom_owner[c.geom[0]], mm.geom_owner[c.geom[1]]
+        if ia == GROUND or ib == GROUND:
+            continue
+        if -c.dist > tol:
+            raise InputError(f"bodies {bodies[ia].name!r} and {bodies[ib].name!r} overlap by {-c.dist * 1e3:.3g} "
+                             "mm at t = 0 (their convex hulls are what collide; a body inside a concave one needs "
+                             "a convex decomposition, not supported yet); move them apart")
+
+
+# ---- simulation ---------------------------------------------------------------------------------------------
+@dataclass
+class DynamicsResult:
+    """What a dynamics run produced. Arrays per body are world-frame, SI; ``trajectory_*`` only when recorded."""
+
+    events: EventLog
+    raw: RawContacts
+    time: float                        # simulated time [s] (n_steps * timestep)
+    n_steps: int
+    wall_time: float                   # [s]
+    position: np.ndarray               # final COM positions (n, 3) [m]
+    quaternion: np.ndarray             # final orientations (n, 4) (w, x, y, z), body -> world
+    velocity: np.ndarray               # final COM velocities (n, 3) [m/s]
+    angular_velocity: np.ndarray       # final angular velocities (n, 3) [rad/s], world frame
+    trajectory_t: np.ndarray | None = None
+    trajectory_position: np.ndarray | None = None      # (m, n, 3)
+    trajectory_quaternion: np.ndarray | None = None    # (m, n, 4)
+
+
+def _raw_contacts(rec, owner, dt, nb):
+    """Per-step MuJoCo records -> RawContacts (world frame, impulse on b = owner(geom[1])) and the pose table."""
+    if not rec:
+        return RawContacts.empty(), np.zeros(0, np.int64), np.zeros((0, nb, 3)), np.zeros((0, nb, 4))
+    steps = np.array([r[0] for r in rec], np.int64)
+    ncon = np.array([len(r[1]) for r in rec], np.int64)
+    nefc = np.array([len(r[6]) for r in rec], np.int64)
+    efc_off = np.repeat(np.r_[0, np.cumsum(nefc)[:-1]], ncon)
+    addr = np.concatenate([r[1] for r in rec])
+    dim = np.concatenate([r[2] for r in rec])
+    geom = np.concatenate([r[3] for r in rec])
+    pos = np.concatenate([r[4] for r in rec])
+    frame = np.concatenate([r[5] for r in rec])
+    efc_force = np.concatenate([r[6] for r in rec])
+    efc_vel = np.concatenate([r[7] for r in rec])
+    step = np.repeat(steps, ncon)
+    ok = addr >= 0                       # contacts in the constraint solve (not excluded, not in a gap)
+    lanes = np.arange(3)
+    gaddr = (efc_off + addr)[ok]
+    # Elliptic cones: the efc rows of a contact are its contact-frame force (normal, tangent 1, tangent 2).
+    idx = np.minimum(gaddr[:, None] + lanes, len(efc_force) - 1)
+    fc = efc_force[idx] * (lanes < dim[ok, None])
+    frame = frame[ok]
+    normal = frame[:, 0:3]
+    # Contact frame rows: normal (from geom[0] to geom[1]), tangent 1, tangent 2. The force is the one geom[0]
+    # exerts on geom[1] (positive normal = pushing apart): the force on b = owner(geom[1]).
+    f_world = fc[:, 0:1] * normal + fc[:, 1:2] * frame[:, 3:6] + fc[:, 2:3] * frame[:, 6:9]
+    geom = geom[ok]
+    raw = RawContacts(t=step[ok] * dt, step=step[ok], a=owner[geom[:, 0]], b=owner[geom[:, 1]], point=pos[ok],
+                      normal=normal, impulse=f_world * dt,
+                      # efc_vel of a normal row is the separating speed (geom[1] relative to geom[0]) at the
+                      # start of the step; the approach speed is its negative.
+                      vn=-efc_vel[gaddr])
+    return raw, steps, np.stack([r[8] for r in rec]), np.stack([r[9] for r in rec])
+
+
+def _check_stable(d, t):
+    import mujoco
+
+    # MuJoCo silently resets the state when the acceleration blows up (mjWARN_BADQACC): never let that pass.
+    if d.warning[mujoco.mjtWarning.mjWARN_BADQACC].number or not np.isfinite(d.qvel).all():
+        raise SolverError(f"the rigid-body simulation became unstable near t = {t:.4g} s; lower the timestep or "
+                          "check the bodies' masses, inertias and initial velocities")
+
+
+def _state(m, d, nb):
+    pos = d.qpos[:7 * nb].reshape(nb, 7)[:, :3].copy() if nb else np.zeros((0, 3))
+    quat = d.qpos[:7 * nb].reshape(nb, 7)[:, 3:].copy() if nb else np.zeros((0, 4))
+    vel = d.qvel[:6 * nb].reshape(nb, 6)
+    w_world = _quat_rotate(quat, vel[:, 3:]) if nb else np.zeros((0, 3))
+    return pos, quat, vel[:, :3].copy(), w_world
+
+
+def run_dynamics(bodies, ground, duration: float, timestep: float = 2e-4, *, v_min: float = V_MIN,
+                 progress=None, contact_steps: float = 10.0, record_every: int | None = None,
+                 max_gap: float | None = None, settle_time: float = 2e-3) -> DynamicsResult:
+    """Simulate and return events, raw contacts and the final state (see :func:`simulate`).
+
+    ``record_every``: record body poses every that many steps (for tests and plots). ``max_gap`` [s]: contact gap
+    that ends a collision (default max(1 ms, 3 steps)); ``settle_time`` [s]: see hygiene.py.
+    """
+    import mujoco
+
+    _validate(bodies, ground, duration, timestep)
+    if not (math.isfinite(float(v_min)) and float(v_min) >= 0):
+        raise InputError(f"v_min = {v_min!r} m/s must be a non-negative number")
+    if not (math.isfinite(float(contact_steps)) and float(contact_steps) >= 4):
+        raise InputError(f"contact_steps = {contact_steps!r} must be >= 4 (the explicit contact step is unstable "
+                         "when a contact lasts fewer steps)")
+    dt = float(timestep)
+    nb = len(bodies)
+    n_steps = int(math.ceil(float(duration) / dt - 1e-9))
+    if nb == 0:
+        z3 = np.zeros((0, 3))
+        return DynamicsResult(events=EventLog.empty(), raw=RawContacts.empty(), time=n_steps * dt,
+                              n_steps=n_steps, wall_time=0.0, position=z3, quaternion=np.zeros((0, 4)),
+                              velocity=z3, angular_velocity=z3)
+    mm = build_model(bodies, ground, dt, contact_steps=contact_steps)
+    _check_initial_overlap(mm, bodies, ground, v_min)
+    m, d = mm.model, mm.data
+    owner = mm.geom_owner
+
+    # Per-step Python work is only copying MuJoCo's arrays (~15 us); all gathering and geometry is vectorised
+    # afterwards. xpos/xquat live in fixed buffers (views can be kept); efc_* are re-allocated every step.
+    xpos, xquat = d.xpos, d.xquat
+    rec = []                           # (step, efc_address, dim, geom, pos, frame, efc_force, efc_vel, xpos, xquat)
+    parts, pose_parts = [], []
+
+    def flush():
+        # Convert a chunk of per-step records into compact rows, keeping body poses only for steps where some
+        # contact approaches at >= v_min: an event's t0 step always is one (its vn >= v_min), resting steps never.
+        raw_c, steps, P, Q = _raw_contacts(rec, owner, dt, nb)
+        hot = np.isin(steps, raw_c.step[raw_c.vn >= v_min])
+        parts.append(raw_c)
+        pose_parts.append((steps[hot], P[hot], Q[hot]))
+        rec.clear()
+
+    traj_t, traj_p, traj_q = [], [], []
+    every = max(1, n_steps // 100)
+    t_start = time.perf_counter()
+    for k in range(n_steps):
+        if record_every and k % record_every == 0:
+            traj_t.append(k * dt)
+            traj_p.append(d.qpos[:7 * nb].reshape(nb, 7)[:, :3].copy())
+            traj_q.append(d.qpos[:7 * nb].reshape(nb, 7)[:, 3:].copy())
+        mujoco.mj_step(m, d)
+        # After mj_step, contacts, efc_force/efc_vel and xpos/xquat belong to the state at the start of the step
+        # (t = k dt); the force acted over [k dt, (k + 1) dt].
+        if d.ncon:
+            c = d.contact
+            # The contact arrays are views into MuJoCo's arena, overwritten next step: copy everything.
+            rec.append((k, c.efc_address.copy(), c.dim.copy(), c.geom.copy(), c.pos.copy(), c.frame.copy(),
+                        d.efc_force.copy(), d.efc_vel.copy(), xpos[1:].copy(), xquat[1:].copy()))
+            if len(rec) >= _CHUNK:
+                flush()
+        if k % every == 0:
+            if progress is not None:
+                progress(k / n_steps)
+            _check_stable(d, k * dt)
+    _check_stable(d, n_steps * dt)
+    flush()
+    wall = time.perf_counter() - t_start
+    if progress is not None:
+        progress(1.0)
+
+    raw = RawContacts.concat(parts)
+    pose_step = np.concatenate([p[0] for p in pose_parts])
+    P = np.concatenate([p[1] for p in pose_parts])
+    Q = np.concatenate([p[2] for p in pose_parts])
+    gap = max(1e-3, 3 * dt) if max_gap is None else float(max_gap)
+    merged = clean_contacts(raw, mm.body_size, v_min=v_min, max_gap=gap,
+                            settle_time=settle_time)
+    log = merged.to_event_log([b.name for b in bodies])
+    if len(merged):
+        row = np.searchsorted(pose_step, merged.step)
+        assert np.array_equal(pose_step[row], merged.step), "event step without a recorded pose"
+        for side, ids in (("a", merged.a), ("b", merged.b)):
+            pos = np.full((len(merged), 3), np.nan)
+            quat = np.full((len(merged), 4), np.nan)
+            real = ids != GROUND
+            pos[real] = P[row[real], ids[real]]
+            quat[real] = Q[row[real], ids[real]]
+            setattr(log, f"pos_{side}", pos)
+            setattr(log, f"quat_{side}", quat)
+
+    pos, quat, vel, w = _state(m, d, nb)
+    res = DynamicsResult(events=log, raw=raw, time=n_steps * dt, n_steps=n_steps, wall_time=wall, position=pos,
+                         quaternion=quat, velocity=vel, angular_velocity=w)
+    if record_every:
+        res.trajectory_t = np.asarray(traj_t)
+        res.trajectory_position = np.asarray(traj_p)
+        res.trajectory_quaternion = np.asarray(traj_q)
+    return res
+
+
+def simulate(bodies, ground, duration: float, timestep: float = 2e-4, *, v_min: float = V_MIN, progress=None,
+             contact_steps: float = 10.0) -> EventLog:
+    """Simulate rigid bodies for ``duration`` [s] with engine step ``timestep`` [s]; return the clean event log.
+
+    ``bodies``: scene Body list (mesh in body frame, COM at origin; mass kg; inertia kg m^2 about the COM, body
+    axes; position m; quaternion w, x, y, z; velocity m/s; angular_velocity rad/s in the world frame).
+    ``ground``: Ground (plane z = height, +z up) or None. ``v_min`` [m/s]: slower collisions are dropped.
+    ``progress``: optional callable(fraction in [0, 1]). ``contact_steps``: engine steps per undamped contact
+    (stiffness; see module docstring). Events carry the pose of each body frame at t0 (NaN for the ground).
+    """
+    return run_dynamics(bodies, ground, duration, timestep, v_min=v_min, progress=progress,
+                        contact_steps=contact_steps).events
