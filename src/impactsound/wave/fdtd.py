@@ -25,6 +25,8 @@ inside the layers, leaving the interior kernel untouched.
 from __future__ import annotations
 
 import math
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numba as nb
@@ -34,47 +36,77 @@ from ..errors import SolverError
 
 COURANT_LIMIT = 1.0 / math.sqrt(3.0)
 
+# Threads: compiled kernels release the GIL and run on a plain thread pool, so the result and the speed do not
+# depend on Numba's threading layer (OpenMP's default wait policy was seen to stall on a fresh machine) or on the
+# user's environment. Work is split into fixed slabs; every cell is updated by exactly one thread, so results are
+# bit-identical for any thread count.
+_POOL: ThreadPoolExecutor | None = None
+
+
+def default_threads() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - non-Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def _pool() -> ThreadPoolExecutor:
+    global _POOL
+    if _POOL is None:
+        _POOL = ThreadPoolExecutor(max_workers=default_threads(), thread_name_prefix="impactsound-fdtd")
+    return _POOL
+
+
+def _run(calls, threads: int) -> None:
+    """Run [(func, args), ...]; in the pool when threads > 1 (each call touches disjoint cells)."""
+    if threads <= 1 or len(calls) <= 1:
+        for f, args in calls:
+            f(*args)
+        return
+    for fut in [_pool().submit(f, *args) for f, args in calls]:
+        fut.result()
+
 
 # ---------------------------------------------------------------------------------------------------------------
 # kernels
 # ---------------------------------------------------------------------------------------------------------------
-@nb.njit(parallel=True, cache=True, fastmath=False, boundscheck=False)
-def _fused_step(p, vx, vy, vz, cv, cp, bounds):
-    """One leapfrog step over all cells: v^{n+1/2} = v^{n-1/2} - cv grad p^n, p^{n+1} = p^n - cp div v^{n+1/2}.
-
-    bounds: (nchunk + 1,) plane indices; chunk c owns planes bounds[c] .. bounds[c+1]-1 (planes 1..nx)."""
+@nb.njit(cache=True, nogil=True)
+def _x_faces_plane(p, vx, cv, i):
+    """vx on the plane of faces i (between planes i and i+1) from p at step n."""
     ny = p.shape[1] - 2
     nz = p.shape[2] - 2
-    nchunk = bounds.size - 1
-    # faces between chunks first: they need p of the next chunk at step n
-    for c in nb.prange(nchunk - 1):
-        i = bounds[c + 1] - 1
+    for j in range(1, ny + 1):
+        for k in range(1, nz + 1):
+            vx[i, j, k] -= cv * (p[i + 1, j, k] - p[i, j, k])
+
+
+@nb.njit(cache=True, nogil=True)
+def _fused_slab(p, vx, vy, vz, cv, cp, a, b, last_x_done):
+    """One leapfrog step on planes a..b-1: v^{n+1/2} = v^{n-1/2} - cv grad p^n, then p^{n+1} = p^n - cp div v^{n+1/2},
+    row by row (each row's faces first, then its pressures, so the inner loops vectorise). The x faces of plane b-1
+    need p of plane b at step n: when another slab owns plane b they were updated beforehand (last_x_done)."""
+    ny = p.shape[1] - 2
+    nz = p.shape[2] - 2
+    for i in range(a, b):
+        do_x = not (last_x_done and i == b - 1)
         for j in range(1, ny + 1):
+            if do_x:
+                for k in range(1, nz + 1):
+                    vx[i, j, k] -= cv * (p[i + 1, j, k] - p[i, j, k])
             for k in range(1, nz + 1):
-                vx[i, j, k] -= cv * (p[i + 1, j, k] - p[i, j, k])
-    for c in nb.prange(nchunk):
-        a = bounds[c]
-        b = bounds[c + 1]
-        for i in range(a, b):
-            do_x = (i != b - 1) or (c == nchunk - 1)
-            for j in range(1, ny + 1):
-                if do_x:
-                    for k in range(1, nz + 1):
-                        vx[i, j, k] -= cv * (p[i + 1, j, k] - p[i, j, k])
-                for k in range(1, nz + 1):
-                    vy[i, j, k] -= cv * (p[i, j + 1, k] - p[i, j, k])
-                for k in range(1, nz + 1):
-                    vz[i, j, k] -= cv * (p[i, j, k + 1] - p[i, j, k])
-                for k in range(1, nz + 1):
-                    p[i, j, k] -= cp * ((vx[i, j, k] - vx[i - 1, j, k]) + (vy[i, j, k] - vy[i, j - 1, k])
-                                        + (vz[i, j, k] - vz[i, j, k - 1]))
+                vy[i, j, k] -= cv * (p[i, j + 1, k] - p[i, j, k])
+            for k in range(1, nz + 1):
+                vz[i, j, k] -= cv * (p[i, j, k + 1] - p[i, j, k])
+            for k in range(1, nz + 1):
+                p[i, j, k] -= cp * ((vx[i, j, k] - vx[i - 1, j, k]) + (vy[i, j, k] - vy[i, j - 1, k])
+                                    + (vz[i, j, k] - vz[i, j, k - 1]))
 
 
-@nb.njit(parallel=True, cache=True)
-def _pml_velocity(p, v, psi, idx, a, b, coef, axis):
-    """CPML memory term for dp/d(axis) on the faces idx (along ``axis``): psi = b psi + a dp, v -= coef psi."""
+@nb.njit(cache=True, nogil=True)
+def _pml_velocity(p, v, psi, idx, a, b, coef, axis, m0, m1):
+    """CPML memory term for dp/d(axis) on faces idx[m0:m1] (along ``axis``): psi = b psi + a dp, v -= coef psi."""
     n0, n1, n2 = p.shape
-    for m in nb.prange(idx.size):
+    for m in range(m0, m1):
         f = idx[m]
         am = a[m]
         bm = b[m]
@@ -90,19 +122,41 @@ def _pml_velocity(p, v, psi, idx, a, b, coef, axis):
                     s = bm * psi[m, i, k] + am * (p[i, f + 1, k] - p[i, f, k])
                     psi[m, i, k] = s
                     v[i, f, k] -= coef * s
-        else:
-            for i in range(1, n0 - 1):
-                for j in range(1, n1 - 1):
-                    s = bm * psi[m, i, j] + am * (p[i, j, f + 1] - p[i, j, f])
-                    psi[m, i, j] = s
-                    v[i, j, f] -= coef * s
 
 
-@nb.njit(parallel=True, cache=True)
-def _pml_pressure(p, v, psi, idx, a, b, coef, axis):
-    """CPML memory term for dv/d(axis) in the cells idx: psi = b psi + a dv, p -= coef psi."""
+
+@nb.njit(cache=True, nogil=True)
+def _pml_velocity_z(p, v, psi, idx, a, b, coef, i0, i1):
+    """z-axis version of _pml_velocity over planes i0..i1-1; psi is (n0, n1, len(idx)) so the innermost loop
+    runs along the contiguous z axis."""
+    n1 = p.shape[1]
+    for i in range(i0, i1):
+        for j in range(1, n1 - 1):
+            for m in range(idx.size):
+                f = idx[m]
+                s = b[m] * psi[i, j, m] + a[m] * (p[i, j, f + 1] - p[i, j, f])
+                psi[i, j, m] = s
+                v[i, j, f] -= coef * s
+
+
+@nb.njit(cache=True, nogil=True)
+def _pml_pressure_z(p, v, psi, idx, a, b, coef, i0, i1):
+    """z-axis version of _pml_pressure over planes i0..i1-1 (psi is (n0, n1, len(idx)))."""
+    n1 = p.shape[1]
+    for i in range(i0, i1):
+        for j in range(1, n1 - 1):
+            for m in range(idx.size):
+                c = idx[m]
+                s = b[m] * psi[i, j, m] + a[m] * (v[i, j, c] - v[i, j, c - 1])
+                psi[i, j, m] = s
+                p[i, j, c] -= coef * s
+
+
+@nb.njit(cache=True, nogil=True)
+def _pml_pressure(p, v, psi, idx, a, b, coef, axis, m0, m1):
+    """CPML memory term for dv/d(axis) in cells idx[m0:m1]: psi = b psi + a dv, p -= coef psi."""
     n0, n1, n2 = p.shape
-    for m in nb.prange(idx.size):
+    for m in range(m0, m1):
         c = idx[m]
         am = a[m]
         bm = b[m]
@@ -118,12 +172,7 @@ def _pml_pressure(p, v, psi, idx, a, b, coef, axis):
                     s = bm * psi[m, i, k] + am * (v[i, c, k] - v[i, c - 1, k])
                     psi[m, i, k] = s
                     p[i, c, k] -= coef * s
-        else:
-            for i in range(1, n0 - 1):
-                for j in range(1, n1 - 1):
-                    s = bm * psi[m, i, j] + am * (v[i, j, c] - v[i, j, c - 1])
-                    psi[m, i, j] = s
-                    p[i, j, c] -= coef * s
+
 
 
 @nb.njit(cache=True)
@@ -182,6 +231,11 @@ def _sample(p, idx, w, out):
 # ---------------------------------------------------------------------------------------------------------------
 # grid and solver
 # ---------------------------------------------------------------------------------------------------------------
+def _split(n: int, parts: int) -> list[tuple[int, int]]:
+    e = np.linspace(0, n, max(1, min(parts, n)) + 1).round().astype(int) if n else np.array([0, 0])
+    return [(int(e[i]), int(e[i + 1])) for i in range(len(e) - 1) if e[i + 1] > e[i]]
+
+
 @dataclass
 class Grid:
     """Uniform grid of n = (nx, ny, nz) cells of size dx [m]; cell (i, j, k) (1-based, ghosts at 0 and n+1) has its
@@ -243,7 +297,7 @@ def _cpml_profile(grid: Grid, axis: int, c: float, dt: float, R: float = 1e-6, o
 
 @dataclass
 class BodyBoundary:
-    """Voxelized rigid body: solid cells and the body faces between solid and air cells.
+    """Voxelized rigid body: the solid cells next to air (``solid``) and the body faces between solid and air.
 
     faces: (n, 5) int64 rows (axis, i, j, k, sign) as in _body_faces; centres: (n, 3) world positions of the face
     centres [m]."""
@@ -287,7 +341,13 @@ def voxelize(grid: Grid, inside) -> BodyBoundary:
             centres.append(cen)
     faces = np.concatenate(rows).astype(np.int64) if rows else np.zeros((0, 5), np.int64)
     cen = np.concatenate(centres) if centres else np.zeros((0, 3))
-    return BodyBoundary(solid=np.argwhere(solid).astype(np.int64), faces=faces, centres=cen)
+    # Only solid cells next to a body face need their (meaningless) pressure cleared each step: deeper solid cells
+    # then never change (their faces see zero pressure differences), so the air never sees solid pressure.
+    ijk = faces[:, 1:4].copy()
+    up = faces[:, 4] > 0                      # air below the face: the solid cell is the upper one
+    ijk[up, faces[up, 0]] += 1
+    layer = np.unique(ijk, axis=0) if len(ijk) else np.zeros((0, 3), np.int64)
+    return BodyBoundary(solid=layer.astype(np.int64), faces=faces, centres=cen)
 
 
 class FDTDSolver:
@@ -315,18 +375,20 @@ class FDTDSolver:
         dx = grid.dx
         self.cv = self.dtype.type(dt / (rho * dx))
         self.cp = self.dtype.type(rho * c * c * dt / dx)
-        nt = threads or nb.get_num_threads()
+        self.threads = max(1, int(threads or default_threads()))
         nx = grid.shape[0]
-        nchunk = max(1, min(nt, nx // 2))
+        nchunk = max(1, min(self.threads, nx // 2))
         self.bounds = np.linspace(1, nx + 1, nchunk + 1).round().astype(np.int64)
         self._pml = []
         for ax in range(3):
             (fi, fa, fb), (ci, ca, cb) = _cpml_profile(grid, ax, c, dt)
             other = [grid.shape[d] + 2 for d in range(3) if d != ax]
+            shp_f, shp_c = ((*other, len(fi)), (*other, len(ci))) if ax == 2 else \
+                ((len(fi), *other), (len(ci), *other))
             self._pml.append(dict(
                 fi=fi, fa=(fa / dx).astype(self.dtype), fb=fb.astype(self.dtype),
                 ci=ci, ca=(ca / dx).astype(self.dtype), cb=cb.astype(self.dtype),
-                psi_f=np.zeros((len(fi), *other), self.dtype), psi_c=np.zeros((len(ci), *other), self.dtype)))
+                psi_f=np.zeros(shp_f, self.dtype), psi_c=np.zeros(shp_c, self.dtype)))
         self.body: BodyBoundary | None = None
         self.vb = np.zeros(0, np.float64)
         self._recv_idx = np.zeros((0, 3), np.int64)
@@ -364,17 +426,37 @@ class FDTDSolver:
         velocity (dv_n/dt = a_n). source: (cell index (3,), volume-velocity rate Q [m^3/s] at t^{n+1/2}) for a
         point monopole (adds rho c^2 dt Q / dx^3 to that cell's p)."""
         v = self.v
+        nt = self.threads
+        vcoef = self.cv * self.dtype.type(self.grid.dx)     # dt / rho
+        pcoef = self.cp * self.dtype.type(self.grid.dx)     # rho c^2 dt
+        planes = _split(self.grid.shape[0], nt)
+        calls = []
         for ax in range(3):
             P = self._pml[ax]
-            if len(P["fi"]):
-                _pml_velocity(self.p, v[ax], P["psi_f"], P["fi"], P["fa"], P["fb"], self.cv * self.dtype.type(
-                    self.grid.dx), ax)
-        _fused_step(self.p, v[0], v[1], v[2], self.cv, self.cp, self.bounds)
-        for ax in range(3):
+            if not len(P["fi"]):
+                continue
+            if ax == 2:
+                calls += [(_pml_velocity_z, (self.p, v[2], P["psi_f"], P["fi"], P["fa"], P["fb"], vcoef,
+                                             i0 + 1, i1 + 1)) for i0, i1 in planes]
+            else:
+                calls += [(_pml_velocity, (self.p, v[ax], P["psi_f"], P["fi"], P["fa"], P["fb"], vcoef, ax,
+                                           m0, m1)) for m0, m1 in _split(len(P["fi"]), nt)]
+        _run(calls, nt)          # each call writes its own axis' faces in its own slab range: disjoint
+        bnd = self.bounds
+        for c in range(len(bnd) - 2):                         # faces between slabs: need p^n of both sides
+            _x_faces_plane(self.p, v[0], self.cv, bnd[c + 1] - 1)
+        _run([(_fused_slab, (self.p, v[0], v[1], v[2], self.cv, self.cp, bnd[c], bnd[c + 1], c < len(bnd) - 2))
+              for c in range(len(bnd) - 1)], nt)
+        for ax in range(3):                # the pressure terms of different axes write the same cells
             P = self._pml[ax]
-            if len(P["ci"]):
-                _pml_pressure(self.p, v[ax], P["psi_c"], P["ci"], P["ca"], P["cb"], self.cp * self.dtype.type(
-                    self.grid.dx), ax)
+            if not len(P["ci"]):
+                continue
+            if ax == 2:
+                _run([(_pml_pressure_z, (self.p, v[2], P["psi_c"], P["ci"], P["ca"], P["cb"], pcoef,
+                                         i0 + 1, i1 + 1)) for i0, i1 in planes], nt)
+            else:
+                _run([(_pml_pressure, (self.p, v[ax], P["psi_c"], P["ci"], P["ca"], P["cb"], pcoef, ax, m0, m1))
+                      for m0, m1 in _split(len(P["ci"]), nt)], nt)
         if self.body is not None:
             if body_velocity_increment is not None:
                 self.vb += body_velocity_increment
