@@ -14,6 +14,8 @@ from .io.progress import QUIET, Progress
 from .mix import mix_stems
 from .scene.model import Scene
 
+V_MIN = 0.05   # m/s: slower contacts make no impact sound (PAN paper sec. 3)
+
 
 @dataclass
 class RenderResult:
@@ -73,6 +75,11 @@ def render_scene(scene: Scene, progress: Progress = QUIET, events: EventLog | No
     """Render ``scene``: pressure [Pa] at every listener, per source kind and object."""
     if events is None:
         events = scene_events(scene, progress)
+    # Contacts slower than v_min are static contact, not collisions (pan.md sec. 3; modal-sound.md sec. 8.3).
+    slow = events.vn < V_MIN
+    if slow.any():
+        progress.message(f"dropping {int(slow.sum())} events slower than v_min = {V_MIN} m/s (resting contact)")
+        events = events.select(~slow)
     progress.message(f"{len(events)} contact events")
     listeners = np.array([l.position for l in scene.listeners], dtype=np.float64)
     n = int(round(scene.duration * scene.sample_rate))

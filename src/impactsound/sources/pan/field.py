@@ -1,0 +1,348 @@
+"""PAN field representation and its least-squares fit (PAN paper sec. 4.2, eqs. 20-25; specs/pan.md
+"PAN field representation").
+
+Six fields (pan.md "The six rigid acceleration fields"): i = 0, 1, 2 translation along the body axes e_x, e_y,
+e_z (response to a(t) = psi(t; h) e_i, [Pa per m/s^2]); i = 3, 4, 5 rotation about e_x, e_y, e_z (response to
+alpha(t) = psi(t; h) e_{i-3}, [Pa per rad/s^2]). The pulse psi(t; h) is centred at t = 0 (support [-2h, 2h]),
+so field time 0 is the pulse centre.
+
+Directions (body frame, about the centre of mass x0 = origin). Uniform cell-centred grid:
+    theta_a = (a + 1/2) pi / n_theta,  a = 0..n_theta-1     (polar angle from +z, open interval (0, pi))
+    phi_b   = b 2 pi / n_phi,          b = 0..n_phi-1       (azimuth from +x towards +y, periodic [0, 2 pi))
+    d(theta, phi) = (sin theta cos phi, sin theta sin phi, cos theta)
+Bilinear interpolation in (theta, phi): periodic in phi; in theta the value is held constant beyond the
+first/last row (within half a cell of the poles), the simplest rule that stays continuous across the pole.
+
+Radial/temporal representation per direction (paper eq. 20-21, pan.md):
+    p(R, theta, phi, t) = sum_{k=1..N} R^{-k} q_k(theta, phi, t - R/c),
+    q_k(tau) = sum_j q_k^j psi(tau - tau0 - j dt_q; dt_q)
+Fit (paper eqs. 22-25): pressures sampled at M radii R_i (paper: R_1 = 2 R_b, R_i = kappa^{i-1} R_1,
+kappa = 2^{1/4}, M = 5; :func:`shell_radii`) at times t_n = t_start + n dt. Row (i, n) of the least-squares
+system reads sum_{k,j} R_i^{-k} psi(t_n - R_i/c - tau0 - j dt_q; dt_q) q_k^j = p(R_i, t_n). Its matrix depends
+only on the radii, c and the time sampling, so one truncated SVD serves every field and direction (the
+solution for all of them is one matrix product with the pseudo-inverse).
+
+Choices (documented): only rows whose retarded time tau = t_n - R_i/c lies in [t_start - R_1/c, t_end - R_M/c]
+are used, the window that every radius observes, so each retarded time is fitted from all M radii (the data
+must be zero before t_start, e.g. t_start = -2h when the FDTD starts with the pulse). Coefficients cover that
+window plus the pulses overlapping its ends. Unknowns are scaled as q_k^j / R_1^k so the columns are O(1) and
+the relative SVD cut-off ``rcond`` does not depend on units. Singular values below rcond * s_max are dropped
+(minimum-norm solution for the weakly observed end coefficients).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.linalg
+
+from ...assets.store import Asset, read_asset, write_asset
+from ...errors import AssetError, InputError
+from .pulse import psi_weights
+
+N_FIELDS = 6
+ASSET_KIND = "pan_field"
+ASSET_KIND_VERSION = 1
+#: paper values (sec. 4.2)
+KAPPA = 2.0 ** 0.25
+N_RADII = 5
+N_TERMS = 2
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# grid convention
+def direction_angles(n_theta: int, n_phi: int) -> tuple[np.ndarray, np.ndarray]:
+    """Grid angles [rad]: theta (n_theta,) cell centres in (0, pi), phi (n_phi,) in [0, 2 pi) (module docstring)."""
+    if int(n_theta) < 1 or int(n_phi) < 1:
+        raise InputError(f"PAN direction grid: n_theta = {n_theta} and n_phi = {n_phi} must be >= 1")
+    theta = (np.arange(int(n_theta)) + 0.5) * np.pi / int(n_theta)
+    phi = np.arange(int(n_phi)) * 2.0 * np.pi / int(n_phi)
+    return theta, phi
+
+
+def direction_vectors(n_theta: int, n_phi: int) -> np.ndarray:
+    """Unit direction vectors (n_theta, n_phi, 3) of the grid, body frame."""
+    th, ph = direction_angles(n_theta, n_phi)
+    st = np.sin(th)[:, None]
+    return np.stack([st * np.cos(ph)[None, :], st * np.sin(ph)[None, :],
+                     np.broadcast_to(np.cos(th)[:, None], (len(th), len(ph)))], axis=-1)
+
+
+def shell_radii(R_b: float, M: int = N_RADII, kappa: float = KAPPA) -> np.ndarray:
+    """Fit radii R_i = 2 R_b kappa^{i-1}, i = 1..M [m] (paper sec. 4.2; R_b = bounding radius about x0)."""
+    if not (np.isfinite(R_b) and R_b > 0):
+        raise InputError(f"PAN: bounding radius R_b = {R_b} m must be positive")
+    return 2.0 * float(R_b) * float(kappa) ** np.arange(int(M))
+
+
+def sample_points(R_b: float, n_theta: int, n_phi: int, M: int = N_RADII, kappa: float = KAPPA) -> np.ndarray:
+    """Body-frame points (n_theta, n_phi, M, 3) [m] where the precompute samples pressure (the fit's layout)."""
+    return direction_vectors(n_theta, n_phi)[:, :, None, :] * shell_radii(R_b, M, kappa)[None, None, :, None]
+
+
+def angle_weights(points, n_theta: int, n_phi: int):
+    """Bilinear interpolation in (theta, phi) for body-frame points (..., 3) [m] (module docstring).
+
+    Returns (R (...,) [m], it (..., 2) theta rows, ip (..., 2) phi columns, w (..., 4) weights of the corners
+    (it0, ip0), (it0, ip1), (it1, ip0), (it1, ip1)). Points at the origin get R = 0 (callers reject them).
+    """
+    x = np.asarray(points, np.float64)
+    R = np.sqrt(np.einsum("...i,...i->...", x, x))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ct = np.clip(np.where(R > 0, x[..., 2] / np.where(R > 0, R, 1.0), 1.0), -1.0, 1.0)
+    theta = np.arccos(ct)
+    phi = np.mod(np.arctan2(x[..., 1], x[..., 0]), 2.0 * np.pi)
+    u = np.clip(theta * (n_theta / np.pi) - 0.5, 0.0, n_theta - 1.0)
+    it0 = np.minimum(np.floor(u).astype(np.int64), max(n_theta - 2, 0))
+    ft = u - it0
+    it1 = np.minimum(it0 + 1, n_theta - 1)
+    v = phi * (n_phi / (2.0 * np.pi))
+    fl = np.floor(v)
+    fp = v - fl
+    ip0 = np.mod(fl.astype(np.int64), n_phi)
+    ip1 = np.mod(ip0 + 1, n_phi)
+    w = np.stack([(1 - ft) * (1 - fp), (1 - ft) * fp, ft * (1 - fp), ft * fp], axis=-1)
+    return R, np.stack([it0, it1], axis=-1), np.stack([ip0, ip1], axis=-1), w
+
+
+# ---------------------------------------------------------------------------------------------------------------
+@dataclass
+class PANField:
+    """Fitted PAN fields of one object (module docstring).
+
+    q (6, n_theta, n_phi, N, n_coef) float32: coefficients q_k^j of field i in direction (a, b) [Pa m^k per unit
+    acceleration: per m/s^2 for i < 3, per rad/s^2 for i >= 3]; dt_q [s] coefficient spacing; tau0 [s] retarded
+    time of coefficient 0 (relative to the pulse centre); h [s] pulse time scale of the fields' source pulse
+    psi(t; h); c [m/s], rho [kg/m^3] air of the precompute; R_b [m] bounding radius about the centre of mass;
+    radii (M,) [m] fit radii; mass [kg] and inertia (3, 3) [kg m^2] of the object (body frame, about x0);
+    inputs_hash: hash of everything that produced the fields (mesh, air, grid, solver settings); meta: extras.
+    """
+
+    q: np.ndarray
+    dt_q: float
+    tau0: float
+    h: float
+    c: float
+    rho: float
+    R_b: float
+    radii: np.ndarray
+    mass: float
+    inertia: np.ndarray
+    inputs_hash: str = ""
+    meta: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        self.q = np.ascontiguousarray(self.q, np.float32)
+        if self.q.ndim != 5 or self.q.shape[0] != N_FIELDS:
+            raise InputError(f"PANField.q must have shape (6, n_theta, n_phi, N, n_coef), got {self.q.shape}")
+        self.radii = np.asarray(self.radii, np.float64).reshape(-1)
+        self.inertia = np.asarray(self.inertia, np.float64).reshape(3, 3)
+        for name in ("dt_q", "h", "c", "rho", "R_b", "mass"):
+            v = float(getattr(self, name))
+            if not (np.isfinite(v) and v > 0):
+                raise InputError(f"PANField.{name} = {v} must be positive and finite")
+            setattr(self, name, v)
+        self.tau0 = float(self.tau0)
+
+    # ---- shape helpers ------------------------------------------------------------------------------------
+    @property
+    def n_theta(self) -> int:
+        return int(self.q.shape[1])
+
+    @property
+    def n_phi(self) -> int:
+        return int(self.q.shape[2])
+
+    @property
+    def n_terms(self) -> int:
+        return int(self.q.shape[3])
+
+    @property
+    def n_coef(self) -> int:
+        return int(self.q.shape[4])
+
+    def angles(self):
+        return direction_angles(self.n_theta, self.n_phi)
+
+    # ---- evaluation (checks, plots) -----------------------------------------------------------------------
+    def evaluate(self, field_index: int, points_body, t=None) -> np.ndarray:
+        """Pressure (n, T) [Pa per unit acceleration] of field ``field_index`` at body-frame points (n, 3) [m],
+        times t (T,) [s] from the pulse centre (default: tau0 + j dt_q, long enough for the farthest
+        point's delay R/c). Uses eq. 20 with bilinear angle interpolation, no band limiting."""
+        i = int(field_index)
+        if not 0 <= i < N_FIELDS:
+            raise InputError(f"PANField.evaluate: field index {field_index} must be in 0..5")
+        pts = np.asarray(points_body, np.float64).reshape(-1, 3)
+        R, it, ip, w = angle_weights(pts, self.n_theta, self.n_phi)
+        if np.any(R <= 0):
+            raise InputError("PANField.evaluate: a point is at the centre of mass (R = 0)")
+        if t is None:
+            t = self.tau0 + self.dt_q * np.arange(self.n_coef + int(np.ceil(R.max() / self.c / self.dt_q)) + 2)
+        t = np.asarray(t, np.float64).reshape(-1)
+        q = self.q[i].astype(np.float64)                                   # (nth, nph, N, ncoef)
+        corners = [(0, 0), (0, 1), (1, 0), (1, 1)]
+        qc = sum(w[:, c, None, None] * q[it[:, a], ip[:, b]] for c, (a, b) in enumerate(corners))  # (n, N, ncoef)
+        x = (t[None, :] - R[:, None] / self.c - self.tau0) / self.dt_q     # (n, T) coefficient positions
+        j0, pw = psi_weights(x)                                            # (n, T), (n, T, 4)
+        out = np.zeros((len(pts), len(t)))
+        rows = np.arange(len(pts))[:, None]
+        for m in range(4):
+            j = j0 + m
+            ok = (j >= 0) & (j < self.n_coef)
+            jc = np.clip(j, 0, self.n_coef - 1)
+            for k in range(self.n_terms):                                  # eq. 20: sum_k R^{-k} q_k(t - R/c)
+                out += np.where(ok, pw[..., m] * qc[rows, k, jc], 0.0) * R[:, None] ** -(k + 1.0)
+        return out
+
+    # ---- asset I/O ----------------------------------------------------------------------------------------
+    def to_asset(self) -> Asset:
+        """The fields as an asset of kind "pan_field" (parameters under meta["pan"], SI units)."""
+        meta = dict(self.meta)
+        meta["pan"] = {"h_s": self.h, "dt_q_s": self.dt_q, "tau0_s": self.tau0, "c_m_per_s": self.c,
+                       "rho_kg_per_m3": self.rho, "R_b_m": self.R_b, "mass_kg": self.mass,
+                       "n_theta": self.n_theta, "n_phi": self.n_phi, "n_terms": self.n_terms,
+                       "grid": "theta_a = (a + 1/2) pi / n_theta, phi_b = b 2 pi / n_phi (body frame, about the COM)",
+                       "fields": ["a_x", "a_y", "a_z", "alpha_x", "alpha_y", "alpha_z"],
+                       "units": "q [Pa m^k] per (m/s^2) for translation, per (rad/s^2) for rotation"}
+        return Asset(kind=ASSET_KIND, kind_version=ASSET_KIND_VERSION, inputs_hash=self.inputs_hash, meta=meta,
+                     arrays={"q": self.q, "radii": self.radii, "inertia": self.inertia})
+
+    @classmethod
+    def from_asset(cls, asset: Asset) -> "PANField":
+        meta = dict(asset.meta)
+        try:
+            m = meta.pop("pan")
+            return cls(q=asset.arrays["q"], dt_q=m["dt_q_s"], tau0=m["tau0_s"], h=m["h_s"], c=m["c_m_per_s"],
+                       rho=m["rho_kg_per_m3"], R_b=m["R_b_m"], radii=asset.arrays["radii"], mass=m["mass_kg"],
+                       inertia=asset.arrays["inertia"], inputs_hash=asset.inputs_hash, meta=meta)
+        except (KeyError, TypeError, InputError) as exc:
+            raise AssetError(f"{asset.path}: not a valid PAN field asset ({exc!r}); rebuild it") from None
+
+    def save(self, path):
+        return write_asset(path, self.to_asset())
+
+    @classmethod
+    def load(cls, path, inputs_hash: str | None = None) -> "PANField":
+        return cls.from_asset(read_asset(path, ASSET_KIND, kind_version=ASSET_KIND_VERSION, inputs_hash=inputs_hash))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+@dataclass
+class FitOperator:
+    """Truncated-SVD pseudo-inverse of the fit system (module docstring), shared by all fields and directions.
+
+    rows (n_rows, 2): (radius index, sample index) of each equation; pinv (N n_coef, n_rows) maps the data of
+    those rows to the scaled unknowns; scale (N,) = R_1^k undoes the column scaling; rank, singular values s.
+    """
+
+    radii: np.ndarray
+    c: float
+    dt: float
+    t_start: float
+    n_samples: int
+    dt_q: float
+    tau0: float
+    n_coef: int
+    n_terms: int
+    rows: np.ndarray
+    pinv: np.ndarray
+    scale: np.ndarray
+    s: np.ndarray
+    rank: int
+    matrix: np.ndarray
+
+    def solve(self, series: np.ndarray) -> np.ndarray:
+        """Coefficients (S, N, n_coef) [Pa m^k] for pressure series (S, M, n_samples) [Pa]."""
+        S = series.shape[0]
+        B = series[:, self.rows[:, 0], self.rows[:, 1]]                    # (S, n_rows)
+        X = B @ self.pinv.T                                                # (S, N n_coef)
+        return X.reshape(S, self.n_terms, self.n_coef) * self.scale[None, :, None]
+
+
+def fit_operator(radii, c: float, dt: float, t_start: float, n_samples: int, *, n_terms: int = N_TERMS,
+                 dt_q: float | None = None, rcond: float = 1e-8) -> FitOperator:
+    """Build and factor (truncated SVD, once) the least-squares system of the module docstring.
+
+    radii (M,) [m] increasing, M >= n_terms; c [m/s]; samples at t_n = t_start + n dt, n < n_samples [s];
+    dt_q coefficient spacing [s] (default dt, as in the paper); rcond: relative singular value cut-off.
+    """
+    R = np.asarray(radii, np.float64).reshape(-1)
+    M = R.shape[0]
+    if M < n_terms or n_terms < 1:
+        raise InputError(f"PAN fit: need at least N = {n_terms} radii, got {M}")
+    if np.any(np.diff(R) <= 0) or R[0] <= 0:
+        raise InputError(f"PAN fit: radii must be positive and increasing, got {R}")
+    dt = float(dt)
+    dt_q = dt if dt_q is None else float(dt_q)
+    if not (dt > 0 and dt_q > 0 and c > 0):
+        raise InputError(f"PAN fit: dt = {dt}, dt_q = {dt_q}, c = {c} must be positive")
+    t_end = t_start + (n_samples - 1) * dt
+    tau_lo = t_start - R[0] / c                                            # window seen by every radius
+    tau_hi = t_end - R[-1] / c
+    if tau_hi <= tau_lo + 4 * dt_q:
+        raise InputError(f"PAN fit: series of {n_samples} samples (dt = {dt} s) are too short for the radii "
+                         f"{R[0]:.4g}..{R[-1]:.4g} m: every radius must observe a common retarded-time window; "
+                         "record longer")
+    tau0 = tau_lo - dt_q                                                   # first pulse overlapping tau_lo
+    n_coef = int(np.ceil((tau_hi - tau0) / dt_q - 1e-9)) + 3
+    ii, nn = np.meshgrid(np.arange(M), np.arange(n_samples), indexing="ij")
+    tau = t_start + nn * dt - R[ii] / c
+    eps = 1e-9 * dt
+    use = (tau >= tau_lo - eps) & (tau <= tau_hi + eps)
+    rows = np.stack([ii[use], nn[use]], axis=1)
+    x = (tau[use] - tau0) / dt_q
+    j0, w = psi_weights(x)
+    A = np.zeros((rows.shape[0], n_terms * n_coef))
+    ratio = R[0] / R[rows[:, 0]]
+    r_idx = np.arange(rows.shape[0])
+    for m in range(4):
+        j = j0 + m
+        ok = (j >= 0) & (j < n_coef)
+        for k in range(n_terms):                                           # column (k, j): (R_1/R_i)^k psi
+            A[r_idx[ok], k * n_coef + j[ok]] += ratio[ok] ** (k + 1) * w[ok, m]
+    U, s, Vt = scipy.linalg.svd(A, full_matrices=False, lapack_driver="gesdd")
+    rank = int(np.sum(s > rcond * s[0]))
+    pinv = (Vt[:rank].T / s[:rank]) @ U[:, :rank].T
+    return FitOperator(radii=R, c=float(c), dt=dt, t_start=float(t_start), n_samples=int(n_samples), dt_q=dt_q,
+                       tau0=float(tau0), n_coef=n_coef, n_terms=n_terms, rows=rows, pinv=pinv,
+                       scale=R[0] ** (np.arange(n_terms) + 1.0), s=s, rank=rank, matrix=A)
+
+
+def fit_pan_field(p, *, radii, c: float, rho: float, dt: float, t_start: float, h: float, R_b: float,
+                  mass: float, inertia, n_terms: int = N_TERMS, dt_q: float | None = None, rcond: float = 1e-8,
+                  inputs_hash: str = "", meta: dict | None = None, block: int = 1024) -> PANField:
+    """Fit PAN fields to sampled pressure (module docstring).
+
+    p: (6, n_theta, n_phi, M, T) [Pa per unit acceleration], pressure of field i at the grid direction (a, b)
+    (:func:`direction_vectors`) and radius radii[m], time t_start + n dt [s] from the pulse centre; radii (M,)
+    [m]; c [m/s], rho [kg/m^3] air; h [s] the fields' pulse time scale; R_b [m]; mass [kg]; inertia (3, 3)
+    [kg m^2]; dt_q coefficient spacing (default dt); rcond SVD cut-off; block: series per matrix product
+    (memory). Returns a :class:`PANField` with float32 coefficients; meta gains the fit's rank and relative
+    residual.
+    """
+    p = np.asarray(p)
+    if p.ndim != 5 or p.shape[0] != N_FIELDS:
+        raise InputError(f"PAN fit: p must have shape (6, n_theta, n_phi, M, T), got {p.shape}")
+    _, nth, nph, M, T = p.shape
+    if not np.all(np.isfinite(p)):
+        raise InputError("PAN fit: pressure samples contain NaN or infinite values (unstable precompute?)")
+    op = fit_operator(radii, c, dt, t_start, T, n_terms=n_terms, dt_q=dt_q, rcond=rcond)
+    series = p.reshape(-1, M, T)
+    q = np.empty((series.shape[0], n_terms, op.n_coef), np.float32)
+    res2 = 0.0
+    nrm2 = 0.0
+    for a in range(0, series.shape[0], block):
+        blk = series[a:a + block].astype(np.float64)
+        qb = op.solve(blk)
+        q[a:a + block] = qb
+        B = blk[:, op.rows[:, 0], op.rows[:, 1]]
+        fitted = (qb / op.scale[None, :, None]).reshape(len(blk), -1) @ op.matrix.T
+        res2 += float(np.sum((fitted - B) ** 2))
+        nrm2 += float(np.sum(B**2))
+    info = dict(meta or {})
+    info.update({"fit_rank": op.rank, "fit_unknowns": int(n_terms * op.n_coef),
+                 "fit_relative_residual": float(np.sqrt(res2 / nrm2)) if nrm2 > 0 else 0.0,
+                 "fit_rcond": float(rcond), "sample_dt_s": float(dt)})
+    return PANField(q=q.reshape(N_FIELDS, nth, nph, n_terms, op.n_coef), dt_q=op.dt_q, tau0=op.tau0, h=h, c=c,
+                    rho=rho, R_b=R_b, radii=op.radii, mass=mass, inertia=inertia, inputs_hash=inputs_hash,
+                    meta=info)

@@ -1,0 +1,115 @@
+"""PAN precompute for one object: pick the grid, run the FDTD for the six rigid fields, fit the PAN field.
+
+specs/pan.md sec. 4-5. Steps:
+1. mass and inertia from the body-frame mesh and density; pulse time scale h (timescale.py);
+2. fit shells R_i = 2 R_b kappa^(i-1) and the (theta, phi) direction grid (field.py) give the receivers;
+3. grid spacing from the pulse's bandwidth (>= 10 cells per wavelength at 1/(2h); wave/pan_solve.py), duration
+   long enough for the pulse to pass the outer shell and the body's radiation to ring down;
+4. six independent FDTD tasks driven by z_i(t) = psi(t - 2h; h), each checkpointed (rerun = resume);
+5. one truncated-SVD fit shared by every field and direction (field.py) -> PANField (asset kind "pan_field").
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ...assets import content_hash
+from ...errors import InputError
+from ...materials import Material
+from ...wave.pan_solve import PANGridPlan, plan_grid, run_fields
+from .field import N_RADII, fit_pan_field, sample_points, shell_radii
+from .pulse import psi
+from .timescale import pulse_timescale
+
+CODE_VERSION = "pan-precompute-1"   # part of every cache key: bump when the numerics change
+
+
+@dataclass
+class PANJob:
+    """Everything that determines one object's PAN field, and its plan (SI units)."""
+
+    mesh: object                    # trimesh.Trimesh, body frame (centre of mass at the origin) [m]
+    material: Material
+    n_theta: int
+    n_phi: int
+    h: float                        # pulse time scale [s]
+    mass: float                     # [kg]
+    inertia: np.ndarray             # (3, 3) [kg m^2]
+    R_b: float                      # bounding radius about the centre of mass [m]
+    radii: np.ndarray               # (M,) fit radii [m]
+    duration: float                 # simulated time [s]
+    plan: PANGridPlan
+    c: float
+    rho: float
+    dtype: str
+    key: str                        # content hash of all of the above that affects the result
+
+    def estimate(self) -> dict:
+        """Grid size, memory and work before starting (for the CLI's estimate)."""
+        return {"grid": list(self.plan.shape), "dx_m": self.plan.dx, "dt_s": self.plan.dt,
+                "steps": self.plan.n_steps, "memory_bytes": self.plan.memory_bytes(np.dtype(self.dtype)),
+                "cell_updates": self.plan.cell_updates(6), "h_s": self.h, "duration_s": self.duration}
+
+
+def plan_pan(mesh, material: Material, *, n_theta: int = 5, n_phi: int = 10, c: float = 343.2,
+             rho: float = 1.2041, duration: float | None = None, cells_per_wavelength: float = 10.0,
+             dtype: str = "float32", max_bytes: float = 8e9) -> PANJob:
+    """Plan the precompute of ``mesh`` (watertight, metres) made of ``material``; nothing is run."""
+    if not mesh.is_watertight:
+        raise InputError("PAN precompute needs a watertight mesh to voxelize; repair it (trimesh.repair.fill_holes "
+                         "or a mesher such as fTetWild)")
+    body = mesh.copy()
+    body.apply_translation(-np.asarray(body.center_mass))
+    mass = float(material.rho * body.volume)
+    inertia = np.asarray(body.moment_inertia, np.float64) * material.rho
+    h = pulse_timescale(mass, material)
+    R_b = float(np.linalg.norm(body.vertices, axis=1).max())
+    radii = shell_radii(R_b, N_RADII)
+    if duration is None:
+        # pulse (4h) + travel to the outer shell + ~20 body light-crossing times of radiation ring-down
+        duration = 4 * h + radii[-1] / c + 20 * R_b / c
+    if not (math.isfinite(duration) and duration > 0):
+        raise InputError(f"PAN precompute: duration = {duration} s must be positive")
+    plan = plan_grid(h, R_b, float(radii[-1]), duration, c, cells_per_wavelength, max_bytes=max_bytes)
+    key = content_hash(CODE_VERSION, np.asarray(body.vertices, np.float64), np.asarray(body.faces, np.int64),
+                       material.as_dict(), int(n_theta), int(n_phi), float(c), float(rho), float(duration),
+                       float(cells_per_wavelength), str(dtype), plan.shape, plan.dx, plan.dt, plan.n_steps)
+    return PANJob(mesh=body, material=material, n_theta=int(n_theta), n_phi=int(n_phi), h=h, mass=mass,
+                  inertia=inertia, R_b=R_b, radii=radii, duration=float(duration), plan=plan, c=float(c),
+                  rho=float(rho), dtype=str(dtype), key=key)
+
+
+def _inside(mesh):
+    lo, hi = mesh.bounds
+
+    def inside(P):
+        P = np.asarray(P, np.float64)
+        sel = np.all((P >= lo) & (P <= hi), axis=1)
+        out = np.zeros(len(P), bool)
+        if sel.any():
+            out[sel] = mesh.contains(P[sel])
+        return out
+
+    return inside
+
+
+def run_pan(job: PANJob, *, checkpoint_dir: str | Path | None = None, progress=None, map_fn=None):
+    """Run the six FDTD fields (resuming from ``checkpoint_dir``) and fit the PAN field. Returns a PANField."""
+    h = job.h
+    t_shift = 2.0 * h                                     # pulse centre; field time 0 is the pulse centre
+
+    def drive(t):
+        return psi(t - t_shift, h)
+
+    pts = sample_points(job.R_b, job.n_theta, job.n_phi, len(job.radii))      # (nt, np, M, 3)
+    p = run_fields(_inside(job.mesh), job.plan, pts.reshape(-1, 3), drive, job.c, job.rho, task_key=job.key,
+                   checkpoint_dir=checkpoint_dir, dtype=np.dtype(job.dtype), progress=progress, map_fn=map_fn)
+    p = p.reshape(6, job.n_theta, job.n_phi, len(job.radii), job.plan.n_steps)
+    meta = {"material": job.material.as_dict(), "grid": list(job.plan.shape), "dx": job.plan.dx,
+            "fdtd_dt": job.plan.dt, "fdtd_steps": job.plan.n_steps, "duration": job.duration,
+            "code_version": CODE_VERSION, "dtype": job.dtype}
+    return fit_pan_field(p, radii=job.radii, c=job.c, rho=job.rho, dt=job.plan.dt, t_start=job.plan.dt - t_shift,
+                         h=h, R_b=job.R_b, mass=job.mass, inertia=job.inertia, inputs_hash=job.key, meta=meta)

@@ -1,0 +1,361 @@
+"""PAN synthesis: rigid-body acceleration noise of impulses from precomputed fields (PAN paper sec. 4.3, eqs.
+18-20, Fig. 7; specs/pan.md "Synthesis").
+
+Per retained impulse e on a body (time t0, Hertz duration tau, peak accelerations amp_i, i = 0..5 from eqs.
+11-12, body-frame listener x_L at distance R in direction (theta, phi)):
+
+    z_i(t) = amp_i S(t; t0, tau),  sampled at t0 + k h (k = 1..K, k h < tau; S(t0) = 0)          (eqs. 18-19)
+    p(t)   = sum_k S_k sum_i amp_i sum_n R^{-n} q_{i,n}(theta, phi; t - t0 - k h - R/c)            (eqs. 18-20)
+           = sum_k S_k G_e(t - t0 - k h - R/c),   S_k = sin(pi k h / tau)
+
+with q interpolated bilinearly in angle (field.py). G_e, the impulse's directional pulse, is one weighted sum of
+the 6 fields x N terms x 4 angle corners.
+
+Output rate (band limiting). The fields hold content far above audio rates (dt_q ~ 1 us), so point-sampling p
+at the output rate would alias. Because every step is linear and time-invariant, we low-pass each coefficient
+series once per (field, output rate): the table
+
+    Q_{i,n}(tau_m) = (q_{i,n} * g)(tau_m),   tau_m = tau_f0 + m dt_f,   dt_f = 1/(U f_s)
+
+with g a Kaiser-windowed sinc low-pass (cut-off 0.45 f_s, half-length 16 output samples, beta 8, unit DC
+gain) evaluated exactly on the continuous psi expansion (g * psi by Gauss-Legendre quadrature on psi's four
+cubic pieces). The low-passed pressure is then exactly sum_k S_k (G_e * g)(t - ...), and the output samples
+are read from the oversampled table (U = 4 by default) with Catmull-Rom cubic interpolation (0.6 % amplitude
+error at 0.45 f_s, 0.03 % at 10 kHz for f_s = 48 kHz). Since U is an integer, the interpolation phase of one
+pulse k is the same for all its output samples.
+
+Kernel and determinism. Per (impulse, listener) the compiled kernel forms G_e on the table grid (48 weighted
+vector sums, SIMD) and adds the K shifted, scaled pulses into the output. Impulses are sorted by time and cut
+into fixed chunks of CHUNK impulses (a function of the impulse count only); each chunk runs on a Python thread
+(the kernel releases the GIL) into its own partial buffer spanning only its time window; partials are added in
+chunk order. Results are bit-identical for any thread count (as sources/modal_kernel.py).
+
+Choices: free field (no ground reflection), as in the paper; a listener inside a body's bounding sphere R_b
+(where the far-field expansion is invalid) raises InputError; the scene air's density rescales the fields
+(p is linear in rho), a different speed of sound raises (the fields would be wrong).
+"""
+from __future__ import annotations
+
+import math
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit
+
+from ...dynamics.events import EventLog
+from ...errors import InputError
+from ..modal_kernel import default_threads
+from .field import N_FIELDS, PANField, angle_weights
+from .pulse import psi
+from .timescale import acceleration_amplitudes
+
+#: impulses per work item (fixed: results do not depend on the thread count)
+CHUNK = 2048
+#: relative speed threshold below which contacts are resting contacts (paper sec. 4.3: 5 cm/s) [m/s]
+V_MIN = 0.05
+
+
+# ---------------------------------------------------------------------------------------------------------------
+@dataclass
+class PANTable:
+    """Band-limited, oversampled coefficient table of one PAN field for one output rate (module docstring).
+
+    table (n_theta, n_phi, 6, N, n_f) float64 [Pa m^n per unit acceleration]; dt_f = 1/(oversample f_s) [s];
+    tau_f0 [s] retarded time of table sample 0 (from the pulse centre); h [s] pulse time scale; c [m/s];
+    R_b [m]; sample_rate [Hz]; oversample U.
+    """
+
+    table: np.ndarray
+    dt_f: float
+    tau_f0: float
+    h: float
+    c: float
+    rho: float
+    R_b: float
+    sample_rate: float
+    oversample: int
+
+    @classmethod
+    def from_field(cls, fld: PANField, sample_rate: float, *, oversample: int = 4, cutoff: float = 0.45,
+                   half_width: int = 16, beta: float = 8.0, trim_rel: float = 1e-7) -> "PANTable":
+        """Low-pass and resample ``fld`` for output rate ``sample_rate`` [Hz] (module docstring).
+
+        cutoff: low-pass cut-off as a fraction of sample_rate; half_width: filter half-length in output samples;
+        beta: Kaiser window parameter; trim_rel: leading/trailing table samples below trim_rel x the table's
+        peak are cut (speed; -140 dB by default).
+        """
+        fs = float(sample_rate)
+        if not (np.isfinite(fs) and fs > 0):
+            raise InputError(f"PAN: sample_rate = {sample_rate} Hz must be positive")
+        U = int(oversample)
+        if U < 1:
+            raise InputError(f"PAN: oversample = {oversample} must be >= 1")
+        dt_f = 1.0 / (U * fs)
+        fc = cutoff * fs
+        Tw = half_width / fs
+        dq = fld.dt_q
+
+        def g(t):                                              # Kaiser-windowed sinc low-pass (unnormalised)
+            x = np.clip(t / Tw, -1.0, 1.0)
+            win = np.i0(beta * np.sqrt(1.0 - x * x)) / np.i0(beta)
+            return np.where(np.abs(t) <= Tw, 2.0 * fc * np.sinc(2.0 * fc * t) * win, 0.0)
+
+        tn = np.linspace(-Tw, Tw, 200001)
+        gain = np.trapezoid(g(tn), tn)
+        gx, gw = np.polynomial.legendre.leggauss(8)
+
+        def kappa(t):                                          # (psi(.; dq) * g)(t) / gain, exact quadrature
+            out = np.zeros_like(t)
+            for lo in (-2.0, -1.0, 0.0, 1.0):                  # psi's four cubic pieces
+                s = (lo + 0.5 + 0.5 * gx) * dq                 # nodes on [lo, lo + 1] dq
+                out += (g(t[..., None] - s) * (0.5 * dq * gw * psi(s, dq))).sum(-1)
+            return out / gain
+
+        n_coef = fld.n_coef
+        tau_f0 = fld.tau0 - 2.0 * dq - Tw
+        n_f = int(np.ceil(((n_coef + 3) * dq + 2.0 * Tw) / dt_f)) + 1
+        tm = tau_f0 + dt_f * np.arange(n_f)
+        # Kmat[m, j] = kappa(tm - tau0 - j dq), nonzero only for |.| < Tw + 2 dq: evaluate that band only
+        W = int(np.ceil(2.0 * (Tw + 2.0 * dq) / dq)) + 2
+        jlo = np.floor((tm - fld.tau0 - Tw - 2.0 * dq) / dq).astype(np.int64)
+        jj = jlo[:, None] + np.arange(W)[None, :]
+        ok = (jj >= 0) & (jj < n_coef)
+        Kmat = np.zeros((n_f, n_coef))
+        mm = np.broadcast_to(np.arange(n_f)[:, None], jj.shape)
+        Kmat[mm[ok], jj[ok]] = kappa(tm[mm[ok]] - fld.tau0 - dq * jj[ok])
+        q = fld.q.astype(np.float64).reshape(-1, n_coef)       # (6 nth nph N, n_coef)
+        tab = (q @ Kmat.T).reshape(N_FIELDS, fld.n_theta, fld.n_phi, fld.n_terms, n_f)
+        tab = np.ascontiguousarray(np.moveaxis(tab, 0, 2))     # (nth, nph, 6, N, n_f)
+        env = np.abs(tab).reshape(-1, n_f).max(axis=0)
+        keep = np.flatnonzero(env > trim_rel * env.max()) if env.max() > 0 else np.array([0])
+        m0, m1 = int(keep[0]), int(keep[-1]) + 1
+        return cls(table=np.ascontiguousarray(tab[..., m0:m1]), dt_f=dt_f, tau_f0=tau_f0 + m0 * dt_f, h=fld.h,
+                   c=fld.c, rho=fld.rho, R_b=fld.R_b, sample_rate=fs, oversample=U)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+@njit(cache=True, nogil=True, fastmath=True)
+def _combine(comb, table, it, ip, w, amp, invR):
+    """comb[m] = sum_{corner, i, n} w_c amp_i R^{-(n+1)} table[it_c, ip_c, i, n, m] (module docstring)."""
+    nf = comb.shape[0]
+    N = table.shape[3]
+    for m in range(nf):
+        comb[m] = 0.0
+    for c in range(4):
+        a = it[c // 2]
+        b = ip[c % 2]
+        wc = w[c]
+        if wc == 0.0:
+            continue
+        for i in range(6):
+            ai = amp[i]
+            if ai == 0.0:
+                continue
+            rk = invR
+            for n in range(N):
+                f = wc * ai * rk
+                row = table[a, b, i, n]
+                for m in range(nf):
+                    comb[m] += f * row[m]
+                rk *= invR
+
+
+@njit(cache=True, nogil=True)
+def _pan_chunk(e0, e1, out, n_off, table, t0, tau, amp, delay, invR, it, ip, w, h, tau_f0, dt_f, fs, U):
+    """Add the pulses of impulses e0..e1-1 (all listeners) into out (L, width), out[l, n - n_off]."""
+    L = out.shape[0]
+    width = out.shape[1]
+    nf = table.shape[4]
+    comb = np.zeros(nf)
+    for e in range(e0, e1):
+        te = tau[e]
+        kmax = int(math.ceil(te / h)) - 1                      # pulses k = 1..kmax have k h < tau
+        for l in range(L):
+            _combine(comb, table, it[e, l], ip[e, l], w[e, l], amp[e], invR[e, l])
+            base = delay[e, l] + tau_f0                        # absolute time of table sample 0 for k = 0
+            for k in range(1, kmax + 1):
+                Sk = math.sin(math.pi * k * h / te)
+                if Sk == 0.0:
+                    continue
+                tk = base + k * h
+                # output sample n reads the table at x = (n / fs - tk) / dt_f = (n - nr) U + x0
+                nlo = int(math.floor((tk - 2.0 * dt_f) * fs))
+                nhi = int(math.ceil((tk + (nf + 1) * dt_f) * fs))
+                x0 = (nlo / fs - tk) / dt_f
+                i0 = int(math.floor(x0))
+                f = x0 - i0
+                f2 = f * f
+                f3 = f2 * f
+                cm1 = 0.5 * (-f3 + 2.0 * f2 - f)               # Catmull-Rom weights of samples i-1..i+2
+                c0 = 0.5 * (3.0 * f3 - 5.0 * f2 + 2.0)
+                c1 = 0.5 * (-3.0 * f3 + 4.0 * f2 + f)
+                c2 = 0.5 * (f3 - f2)
+                for n in range(max(nlo, n_off), min(nhi + 1, n_off + width)):
+                    i = i0 + (n - nlo) * U
+                    v = 0.0
+                    if 0 <= i - 1 < nf:
+                        v += cm1 * comb[i - 1]
+                    if 0 <= i < nf:
+                        v += c0 * comb[i]
+                    if 0 <= i + 1 < nf:
+                        v += c1 * comb[i + 1]
+                    if 0 <= i + 2 < nf:
+                        v += c2 * comb[i + 2]
+                    out[l, n - n_off] += Sk * v
+
+
+def synthesize_pan(table: PANTable, t0, tau, amp, listeners_body, n_samples: int, *,
+                   n_threads: int | None = None) -> np.ndarray:
+    """Acceleration noise [Pa] of impulses on one body at its listeners (module docstring): (L, n_samples).
+
+    table: :class:`PANTable` of the body's field at the output rate; t0 (E,) impulse start times [s] (sample 0
+    is t = 0); tau (E,) contact durations [s]; amp (E, 6) peak accelerations (a_x, a_y, a_z [m/s^2], alpha_x,
+    alpha_y, alpha_z [rad/s^2]) of eqs. 11-12 in the body frame; listeners_body (E, L, 3) listener positions in
+    the body frame at each impulse [m]; n_samples at table.sample_rate.
+    """
+    t0 = np.ascontiguousarray(t0, np.float64).reshape(-1)
+    E = t0.shape[0]
+    tau = np.ascontiguousarray(tau, np.float64).reshape(-1)
+    amp = np.ascontiguousarray(amp, np.float64)
+    xl = np.asarray(listeners_body, np.float64)
+    if tau.shape != (E,) or amp.shape != (E, 6) or xl.ndim != 3 or xl.shape[0] != E or xl.shape[2] != 3:
+        raise InputError(f"synthesize_pan: shapes t0 {t0.shape}, tau {tau.shape}, amp {amp.shape}, "
+                         f"listeners_body {xl.shape} do not match (E,), (E,), (E, 6), (E, L, 3)")
+    bad = ~(np.isfinite(tau) & (tau > 0))
+    if bad.any():
+        e = int(np.flatnonzero(bad)[0])
+        raise InputError(f"synthesize_pan: impulse {e} has contact duration tau = {tau[e]} s; it must be positive "
+                         "and finite (check the event's vn, masses and materials)")
+    for name, a in (("t0", t0), ("amp", amp), ("listeners_body", xl)):
+        if not np.all(np.isfinite(a)):
+            e = int(np.flatnonzero(~np.isfinite(a).reshape(E, -1).all(axis=1))[0])
+            raise InputError(f"synthesize_pan: {name} of impulse {e} has NaN or infinite values")
+    L = xl.shape[1]
+    n_samples = int(n_samples)
+    out = np.zeros((L, n_samples))
+    if E == 0 or L == 0 or n_samples == 0:
+        return out
+    tab = table.table
+    R, it, ip, w = angle_weights(xl, tab.shape[0], tab.shape[1])
+    if np.any(R <= table.R_b):
+        e, l = (int(v[0]) for v in np.nonzero(R <= table.R_b))
+        raise InputError(f"synthesize_pan: listener {l} is {R[e, l]:.4g} m from the centre of mass at impulse {e} "
+                         f"(t = {t0[e]} s), inside the bounding sphere R_b = {table.R_b:.4g} m where PAN fields "
+                         "are not valid; move the listener further away")
+    order = np.argsort(t0, kind="stable")
+    t0, tau, amp = t0[order], tau[order], amp[order]
+    R, it, ip, w = R[order], np.ascontiguousarray(it[order]), np.ascontiguousarray(ip[order]), \
+        np.ascontiguousarray(w[order])
+    invR = np.ascontiguousarray(1.0 / R)
+    delay = np.ascontiguousarray(t0[:, None] + R / table.c)             # t0 + R/c
+    fs = table.sample_rate
+    nf = tab.shape[4]
+    kmax = np.ceil(tau / table.h) - 1
+    lo = np.floor((delay.min(axis=1) + table.tau_f0 + table.h - 2 * table.dt_f) * fs)
+    hi = np.ceil((delay.max(axis=1) + table.tau_f0 + kmax * table.h + (nf + 1) * table.dt_f) * fs) + 1
+    chunks = [(a, min(E, a + CHUNK)) for a in range(0, E, CHUNK)]
+
+    def work(ab):
+        a, b = ab
+        n0 = int(np.clip(lo[a:b].min(), 0, n_samples))
+        n1 = int(np.clip(hi[a:b].max(), 0, n_samples))
+        part = np.zeros((L, max(n1 - n0, 0)))
+        if n1 > n0:
+            _pan_chunk(a, b, part, n0, tab, t0, tau, amp, delay, invR, it, ip, w, table.h, table.tau_f0,
+                       table.dt_f, fs, table.oversample)
+        return n0, part
+
+    nt = min(n_threads or default_threads(), len(chunks))
+    if nt <= 1:
+        results = map(work, chunks)
+        for n0, part in results:                                          # fixed summation order
+            out[:, n0:n0 + part.shape[1]] += part
+    else:
+        with ThreadPoolExecutor(max_workers=nt) as ex:
+            for n0, part in ex.map(work, chunks):                         # ex.map yields in chunk order
+                out[:, n0:n0 + part.shape[1]] += part
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------------
+class PANSource:
+    """Rigid-body acceleration noise (PAN) of every body that has a :class:`PANField`.
+
+    bodies: the scene's bodies (event ids index this list); fields: {body name: PANField} (body-frame fields,
+    centre of mass at the origin); ground: scene ground (None: rigid plane); air: c [m/s], rho [kg/m^3];
+    v_min: impulses with a relative normal speed below it are dropped (resting contact, paper sec. 4.3);
+    oversample: table oversampling U; n_threads: synthesis threads (the result does not depend on it).
+    Contact durations use the same Hertz estimate as the modal source (inertia-aware effective masses of both
+    bodies, local curvature radii, combined modulus; the ground is an infinitely heavy plane).
+    """
+
+    kind = "acceleration_noise"
+
+    def __init__(self, bodies, fields: dict, ground, air, *, v_min: float = V_MIN, oversample: int = 4,
+                 n_threads: int | None = None):
+        from ..modal import ModalSource
+        self.bodies = list(bodies)
+        names = [b.name for b in self.bodies]
+        unknown = [k for k in fields if k not in names]
+        if unknown:
+            raise InputError(f"PANSource: PAN fields given for unknown objects {unknown}; objects: {names}")
+        self.fields = dict(fields)
+        for name, fld in self.fields.items():
+            if abs(fld.c - air.c) > 1e-3 * fld.c:
+                raise InputError(f"PANSource: the PAN field of {name!r} was computed for c = {fld.c} m/s but the "
+                                 f"scene's air has c = {air.c} m/s; recompute the field with the scene's air")
+        self.ground = ground
+        self.air = air
+        self.v_min = float(v_min)
+        self.oversample = int(oversample)
+        self.n_threads = n_threads
+        # contact parameters (pose, body-frame impulse and point, Hertz tau): the modal source's implementation
+        self._contacts = ModalSource(self.bodies, {}, ground, air)
+        self._tables: dict[tuple[str, float], PANTable] = {}
+
+    def table(self, name: str, sample_rate: float) -> PANTable:
+        key = (name, float(sample_rate))
+        if key not in self._tables:
+            self._tables[key] = PANTable.from_field(self.fields[name], sample_rate, oversample=self.oversample)
+        return self._tables[key]
+
+    def render(self, events: EventLog, listeners, sample_rate, duration) -> dict[str, np.ndarray]:
+        """Pressure [Pa] at listeners (L, 3) world [m] for each body with a PAN field: {name: (L, n_samples)}."""
+        from ..modal import _to_body
+        L_w = np.asarray(listeners, np.float64)
+        if L_w.ndim != 2 or L_w.shape[1] != 3 or not np.isfinite(L_w).all():
+            raise InputError(f"PANSource.render: listeners must be a finite (L, 3) array in metres, "
+                             f"got shape {L_w.shape}")
+        fs = float(sample_rate)
+        if not (np.isfinite(fs) and fs > 0):
+            raise InputError(f"PANSource.render: sample_rate = {sample_rate} Hz must be positive")
+        if not (np.isfinite(duration) and duration >= 0):
+            raise InputError(f"PANSource.render: duration = {duration} s must be >= 0")
+        n_samples = int(round(duration * fs))
+        out: dict[str, np.ndarray] = {}
+        for i, body in enumerate(self.bodies):
+            fld = self.fields.get(body.name)
+            if fld is None:
+                continue
+            out[body.name] = np.zeros((len(L_w), n_samples))
+            touch = events.involving(i)
+            if not touch.any():
+                continue
+            for col in ("t", "point", "normal", "impulse", "vn"):
+                v = getattr(events, col)
+                bad = touch & ~np.isfinite(v).reshape(len(events), -1).all(axis=1)
+                if bad.any():
+                    r = int(np.flatnonzero(bad)[0])
+                    raise InputError(f"event log row {r}: column {col!r} has a NaN or infinite value")
+            keep = events.vn >= self.v_min                      # resting contacts (paper sec. 4.3)
+            sel = events.select(keep & touch)
+            if len(sel) == 0:
+                continue
+            rows, x_s, _, _, J_b, tau, R, pos = self._contacts.contact_parameters(sel, i)
+            a_amp, al_amp = acceleration_amplitudes(J_b, x_s, body.mass, body.inertia, tau)
+            amp = np.concatenate([a_amp, al_amp], axis=1) * (self.air.rho / fld.rho)   # p is linear in rho
+            xl_b = _to_body(R, pos, np.broadcast_to(L_w, (len(rows),) + L_w.shape))
+            out[body.name] = synthesize_pan(self.table(body.name, fs), sel.t[rows], tau, amp, xl_b, n_samples,
+                                            n_threads=self.n_threads)
+        return out
