@@ -36,6 +36,12 @@ def _write_outputs(result, wav: Path, png: Path | None, stems: Path | None, prog
     write_wav(wav, result.mix, result.sample_rate, gain, side)
     progress.message(f"wrote {wav} (peak {np.abs(result.mix).max():.3g} Pa at the listener; "
                      f"scale in {wav}.json)")
+    if not np.any(result.mix):
+        # never a silent surprise: say why (no contacts, or bodies too small/stiff to have audible modes)
+        click.echo(f"warning: {wav} is silent: {len(result.events)} contact events and "
+                   f"{result.info.get('modes', {})} audible modes per object. Small stiff objects have no "
+                   f"modes below 20 kHz in modal sound; lengthen the scene or drop objects from higher up.",
+                   err=True)
     paths = [wav]
     if stems is not None:
         # one WAV per source kind (all objects) and per source kind x object, same gain as the mix

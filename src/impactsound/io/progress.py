@@ -19,7 +19,9 @@ class Progress:
 
     @contextmanager
     def stage(self, name: str, total: float | None = None):
-        """Context giving a callable ``update(fraction)``; prints a bar (tqdm) and the elapsed time."""
+        """Context giving a callable ``update(fraction)``; prints a bar (tqdm) and the elapsed time.
+
+        ``update`` also takes a sub-stage name (str), shown next to the stage name (e.g. "eigensolve")."""
         t0 = time.perf_counter()
         if self.quiet:
             yield lambda fraction: None
@@ -29,7 +31,10 @@ class Progress:
                    bar_format="{desc}: {percentage:3.0f}%|{bar:20}| {elapsed}")
         last = [0.0]
 
-        def update(fraction: float) -> None:
+        def update(fraction: float | str) -> None:
+            if isinstance(fraction, str):
+                bar.set_description_str(f"{name} ({fraction})")
+                return
             f = min(max(float(fraction), 0.0), 1.0) * 100
             if f > last[0]:
                 bar.update(f - last[0])

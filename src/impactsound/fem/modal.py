@@ -1,0 +1,178 @@
+"""Modal analysis of one solid object: surface -> tets -> K, M -> modes -> ModalModel, with a content-hashed cache.
+
+Default resolution (documented choice): P2 elements with a target edge of max(shortest bounding-box side / 8,
+longest side / 30) (see ``mesh.tetra._default_max_edge``): a few-cm object gets a few hundred to ~2 k vertices,
+i.e. ~1-10 k P2 nodes, solved in seconds, with >= 6 P2 elements per shortest wavelength for the modes below
+~20 kHz of compact objects (modal-sound.md sec. 1). Pass ``max_edge`` for thin shells or higher bands.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.csgraph import connected_components
+
+from ..assets import cache_dir, content_hash
+from ..errors import AssetError, InputError, MeshError
+from ..materials import Material
+from ..mesh.surface import check_surface
+from ..mesh.tetra import DEFAULT_QUALITY, MESHER, boundary_faces, orient_tets, tetrahedralize
+from .assembly import P2_EDGES, assemble
+from .eigen import SOLVER_VERSION, solve_modes
+from .model import ModalModel
+
+CODE_VERSION = "modal-2"     # bump when anything that changes the numbers of a modal model changes
+
+
+def mass_properties(nodes: np.ndarray, tets: np.ndarray, rho: float):
+    """Volume [m^3], mass [kg], centre of mass (3,) [m] and inertia about it (3, 3) [kg m^2] of a tet mesh.
+
+    Exact for straight tets: ∫ x x^T dV over a tet = V/20 (sum_a x_a x_a^T + s s^T), s = sum_a x_a.
+    """
+    x = nodes[tets[:, :4]]
+    d = x[:, 1:] - x[:, :1]
+    v = np.einsum("ij,ij->i", d[:, 0], np.cross(d[:, 1], d[:, 2])) / 6.0
+    vol = float(v.sum())
+    com = (v[:, None] * x.mean(axis=1)).sum(axis=0) / vol
+    xc = x - com
+    s = xc.sum(axis=1)
+    S = np.einsum("m,mai,maj->ij", v, xc, xc) + np.einsum("m,mi,mj->ij", v, s, s)
+    S *= rho / 20.0
+    inertia = np.trace(S) * np.eye(3) - S
+    return vol, rho * vol, com, inertia
+
+
+def _count_components(n_nodes: int, tets: np.ndarray) -> int:
+    e = tets[:, [0, 0, 0, 1, 1, 2]].ravel(), tets[:, [1, 2, 3, 2, 3, 3]].ravel()
+    g = sp.coo_matrix((np.ones(len(e[0])), e), shape=(n_nodes, n_nodes))
+    return int(connected_components(g, directed=False)[0])
+
+
+def _surface(tets: np.ndarray, elems: np.ndarray, order: int):
+    """Boundary faces and surface node indices into the FEM node array (vertices first, then mid-nodes)."""
+    faces = boundary_faces(tets)                                   # (nf, 3) into vertex nodes
+    sv = np.unique(faces)
+    if order == 2:
+        # mid-edge node of each element edge, keyed by its sorted vertex pair
+        ev = np.sort(elems[:, P2_EDGES], axis=2).reshape(-1, 2)    # (m*6, 2)
+        mid = elems[:, 4:].reshape(-1)
+        n = int(elems.max()) + 1
+        key = ev[:, 0] * n + ev[:, 1]
+        key, first = np.unique(key, return_index=True)
+        mid = mid[first]
+        fe = np.stack([faces[:, [0, 1]], faces[:, [1, 2]], faces[:, [2, 0]]], axis=1)   # (nf, 3, 2)
+        fe = np.sort(fe, axis=2)
+        fm = mid[np.searchsorted(key, fe[..., 0] * n + fe[..., 1])]                    # (nf, 3)
+        sm = np.unique(fm)
+        gl = np.concatenate([sv, sm])
+    else:
+        fm = None
+        gl = sv
+    remap = np.full(int(max(gl.max(), faces.max())) + 1, -1, dtype=np.int64)
+    remap[gl] = np.arange(len(gl))
+    f3 = remap[faces]
+    f6 = None if fm is None else np.concatenate([f3, remap[fm]], axis=1)
+    return gl, f3, f6
+
+
+def modal_analysis(surface=None, material: Material | None = None, *, order: int = 2,
+                   nodes: np.ndarray | None = None, tets: np.ndarray | None = None, max_modes: int = 200,
+                   f_max: float = 20000.0, max_edge: float | None = None, quality: float = DEFAULT_QUALITY,
+                   progress=None, source: str = "mesh") -> ModalModel:
+    """Free-free modal model of one solid.
+
+    surface: closed trimesh.Trimesh in metres (checked, then tetrahedralised with ``max_edge`` [m] and
+    ``quality``), or None with ``nodes`` (n, 3) [m] and ``tets`` (m, 4) given (used as is). material: elastic
+    constants and damping. order: 1 (P1) or 2 (P2, default). Keeps at most ``max_modes`` modes with
+    f <= ``f_max`` [Hz] and damping ratio < 1 (overdamped ones are dropped, counted in meta).
+    progress: optional callable(stage: str) told of each stage.
+    Body frame: mesh axes, origin at the centre of mass (``com`` is that point in mesh coordinates).
+    """
+    say = progress or (lambda stage: None)
+    if material is None:
+        raise InputError(f"{source}: a material is needed for modal analysis")
+    if order not in (1, 2):
+        raise InputError(f"{source}: FEM order must be 1 or 2, got {order!r}")
+    if surface is not None:
+        check_surface(surface, source)
+        say("tetrahedralize")
+        nodes, tets = tetrahedralize(surface, max_edge=max_edge, quality=quality, source=source)
+    elif nodes is None or tets is None:
+        raise InputError(f"{source}: give a surface mesh, or both nodes and tets")
+    else:
+        nodes = np.asarray(nodes, dtype=np.float64)
+        tets = orient_tets(nodes, tets, source)
+    n_comp = _count_components(len(nodes), tets)
+    vol, mass, com, inertia = mass_properties(nodes, tets, material.rho)
+    x = nodes - com                                                 # body frame
+    say("assemble")
+    lam, mu = material.lame
+    K, M, xn, elems = assemble(x, tets, lam, mu, material.rho, order=order)
+    L = float(np.linalg.norm(np.ptp(x, axis=0)))
+    say("eigensolve")
+    res = solve_modes(K, M, max_modes, scale=(material.E, material.rho, L), f_max=f_max, n_components=n_comp,
+                      coords=xn)
+    omega = 2 * np.pi * res.frequencies_hz
+    xi = np.asarray(material.damping_ratio(omega), dtype=np.float64)
+    ok = xi < 1.0
+    gl, f3, f6 = _surface(tets, elems, order)
+    U = res.U[:, ok].reshape(len(xn), 3, -1)[gl]                    # (ns, 3, m)
+    shapes = np.ascontiguousarray(U.transpose(2, 0, 1))
+    meta = dict(source=source, n_nodes=int(len(xn)), n_tets=int(len(tets)), n_components=n_comp,
+                mesher=MESHER if surface is not None else "given", max_edge=max_edge, quality=quality,
+                f_max=f_max, max_modes=max_modes, dropped_overdamped=int((~ok).sum()),
+                max_residual=float(res.residuals.max()) if len(res.residuals) else 0.0,
+                solver={k: v for k, v in res.info.items() if isinstance(v, (int, float, str))})
+    return ModalModel(material=material, order=order, frequencies_hz=res.frequencies_hz[ok],
+                      surface_nodes=xn[gl], surface_faces=f3, shapes=shapes, xi=xi[ok], mass=mass, com=com,
+                      inertia=inertia, volume=vol, surface_faces6=f6, meta=meta)
+
+
+def modal_inputs_hash(surface, material: Material, order: int, *, nodes=None, tets=None, max_modes=200,
+                      f_max=20000.0, max_edge=None, quality=DEFAULT_QUALITY) -> str:
+    """Content hash of everything that determines a modal model (the cache key)."""
+    if surface is not None:
+        geom = (np.asarray(surface.vertices, np.float64), np.asarray(surface.faces, np.int64))
+    else:
+        geom = (np.asarray(nodes, np.float64), np.asarray(tets, np.int64))
+    mat = {k: float(getattr(material, k)) for k in ("rho", "E", "nu", "alpha", "beta", "gamma")}
+    try:
+        from importlib.metadata import version
+        tg = version("tetgen")
+    except Exception:  # pragma: no cover
+        tg = "unknown"
+    settings = dict(order=int(order), max_modes=int(max_modes), f_max=float(f_max),
+                    max_edge=None if max_edge is None else float(max_edge), quality=float(quality),
+                    mesher=MESHER if surface is not None else "given", tetgen=tg, solver=SOLVER_VERSION,
+                    code=CODE_VERSION)
+    return content_hash(*geom, mat, settings)
+
+
+def cached_modal_analysis(surface=None, material: Material | None = None, order: int = 2, *, nodes=None,
+                          tets=None, max_modes: int = 200, f_max: float = 20000.0, max_edge: float | None = None,
+                          quality: float = DEFAULT_QUALITY, cache=None, progress=None,
+                          source: str = "mesh") -> ModalModel:
+    """:func:`modal_analysis` through the asset cache (folder ``cache``, default ``assets.cache_dir()``).
+
+    The file name is the inputs hash; a missing, corrupted or stale file (AssetError on read) is rebuilt and
+    rewritten atomically, never used.
+    """
+    if material is None:
+        raise InputError(f"{source}: a material is needed for modal analysis")
+    key = modal_inputs_hash(surface, material, order, nodes=nodes, tets=tets, max_modes=max_modes,
+                            f_max=f_max, max_edge=max_edge, quality=quality)
+    folder = Path(cache) if cache is not None else cache_dir()
+    path = folder / f"modal_{key[:40]}.h5"
+    try:
+        return ModalModel.load(path, inputs_hash=key)
+    except AssetError:
+        pass
+    model = modal_analysis(surface, material, order=order, nodes=nodes, tets=tets, max_modes=max_modes,
+                           f_max=f_max, max_edge=max_edge, quality=quality, progress=progress, source=source)
+    model.inputs_hash = key
+    model.save(path)
+    return model
+
+
+__all__ = ["modal_analysis", "cached_modal_analysis", "modal_inputs_hash", "mass_properties", "MeshError"]

@@ -1,0 +1,105 @@
+import numpy as np
+import pytest
+
+from impactsound.errors import ImpactSoundError, InputError, MaterialError, MeshError
+from impactsound.scene import demo_scene_path, load_scene, parse_scene
+from impactsound.scene.primitives import PRIMITIVES, make_primitive
+
+
+def _scene(**over):
+    d = {"scene": {"duration": 1.0},
+         "listener": [{"position": [0.0, -0.5, 0.3]}],
+         "object": [{"name": "ball", "shape": "sphere", "size": {"radius": 0.01}, "material": "steel",
+                     "position": [0.0, 0.0, 0.2]}]}
+    for k, v in over.items():
+        d[k] = v
+    return d
+
+
+def test_demo_scene_loads_with_five_bodies_of_different_materials():
+    s = load_scene(demo_scene_path())
+    assert len(s.bodies) == 5
+    assert len({b.material.name for b in s.bodies}) >= 4
+    assert 3.0 <= s.duration <= 5.0 and s.sample_rate == 48000
+
+
+@pytest.mark.parametrize("shape", list(PRIMITIVES))
+def test_primitives_are_watertight_solids(shape):
+    m = make_primitive(shape)
+    assert m.is_watertight and m.is_winding_consistent and m.volume > 0
+
+
+def test_body_mass_properties_match_analytic_sphere():
+    s = parse_scene(_scene())
+    b = s.bodies[0]
+    # icosphere volume converges to 4/3 pi r^3 from below (inscribed); 1 % at subdivision 3
+    assert b.mass == pytest.approx(7850 * 4 / 3 * np.pi * 1e-6, rel=0.01)
+    assert np.allclose(b.inertia, np.eye(3) * 0.4 * b.mass * 1e-4, rtol=0.02)
+    assert np.allclose(b.mesh.center_mass, 0, atol=1e-12)
+
+
+@pytest.mark.parametrize("patch, match", [
+    ({"scene": {"duration": 0.0}}, "duration"),
+    ({"scene": {"duration": -1.0}}, "duration"),
+    ({"scene": {"sample_rate": 4000}}, "sample_rate"),
+    ({"scene": {"sources": ["modal", "laser"]}}, "laser"),
+    ({"listener": []}, "listener"),
+    ({"object": []}, "object"),
+])
+def test_bad_scene_fields_are_named(patch, match):
+    with pytest.raises(InputError, match=match):
+        parse_scene(_scene(**patch))
+
+
+def test_unknown_material_suggests_close_names():
+    d = _scene()
+    d["object"][0]["material"] = "alumnium"
+    with pytest.raises(MaterialError, match="aluminium"):
+        parse_scene(d)
+
+
+def test_nan_velocity_and_position_rejected():
+    d = _scene()
+    d["object"][0]["velocity"] = [0.0, float("nan"), 0.0]
+    with pytest.raises(ImpactSoundError, match="velocity"):
+        parse_scene(d)
+    d = _scene()
+    d["object"][0]["position"] = [0.0, float("inf"), 0.0]
+    with pytest.raises(ImpactSoundError, match="position"):
+        parse_scene(d)
+
+
+def test_listener_inside_object_rejected():
+    with pytest.raises(InputError, match="inside"):
+        parse_scene(_scene(listener=[{"position": [0.0, 0.0, 0.2]}]))
+
+
+def test_mesh_file_and_units(tmp_path):
+    m = make_primitive("box", {"size": [20.0, 20.0, 20.0]})  # "millimetres" read as metres
+    m.export(tmp_path / "cube.stl")
+    d = _scene()
+    d["object"][0] = {"name": "cube", "mesh": "cube.stl", "material": "steel", "position": [0, 0, 20]}
+    (tmp_path / "s.toml").write_text("")
+    with pytest.raises(MeshError, match="cube.stl"):
+        parse_scene(d, base=tmp_path, src="s.toml")
+    d["object"][0]["scale"] = 0.001
+    d["object"][0]["position"] = [0, 0, 0.1]
+    s = parse_scene(d, base=tmp_path)
+    assert s.bodies[0].mass == pytest.approx(7850 * 0.02**3, rel=1e-9)
+
+
+def test_open_mesh_rejected_with_file_name(tmp_path):
+    m = make_primitive("box")
+    m.update_faces(np.arange(len(m.faces)) != 0)  # remove one triangle: a hole
+    m.export(tmp_path / "open.stl")
+    d = _scene()
+    d["object"][0] = {"name": "o", "mesh": "open.stl", "material": "steel"}
+    with pytest.raises(MeshError, match="open.stl"):
+        parse_scene(d, base=tmp_path)
+
+
+def test_invalid_toml_names_file(tmp_path):
+    p = tmp_path / "bad.toml"
+    p.write_text("[scene\nduration = 1")
+    with pytest.raises(InputError, match="bad.toml"):
+        load_scene(p)
