@@ -27,3 +27,31 @@ def test_missing_scene_file(tmp_path, capsys):
 def test_modes_requires_material(tmp_path, capsys):
     assert main(["modes", str(tmp_path / "m.obj")]) == 2
     assert "--material" in capsys.readouterr().err
+
+
+def _box_file(path, move_corner=None, extents=(0.05, 0.04, 0.03)):
+    import numpy as np
+    import trimesh
+    b = trimesh.creation.box(extents=extents)
+    v = b.vertices.copy()
+    if move_corner is not None:
+        v[np.argmax(v.sum(1))] = move_corner
+    trimesh.Trimesh(v, b.faces, process=False).export(path)
+    return path
+
+
+def test_modes_json_lists_ascending_elastic_modes(tmp_path, capsys):
+    import json
+    f = _box_file(tmp_path / "b.stl", extents=(0.2, 0.02, 0.01))      # a bar: audible bending modes
+    assert main(["-q", "modes", str(f), "--E", "70e9", "--nu", "0.33", "--rho", "2700", "--count", "4",
+                 "--order", "1", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    fr = d["frequencies_hz"]
+    assert len(fr) == 4 and fr == sorted(fr) and fr[0] > 500 and d["dofs"] > 0
+
+
+def test_self_intersecting_mesh_named_with_repair_hint(tmp_path, capsys):
+    f = _box_file(tmp_path / "x.obj", move_corner=[0.01, 0.01, -0.06])   # a corner pushed through the bottom
+    assert main(["-q", "modes", str(f), "--material", "steel"]) == 2
+    err = capsys.readouterr().err
+    assert "x.obj" in err and "self-intersect" in err and "Traceback" not in err and err.count("\n") == 1

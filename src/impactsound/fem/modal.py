@@ -119,7 +119,7 @@ def modal_analysis(surface=None, material: Material | None = None, *, order: int
     gl, f3, f6 = _surface(tets, elems, order)
     U = res.U[:, ok].reshape(len(xn), 3, -1)[gl]                    # (ns, 3, m)
     shapes = np.ascontiguousarray(U.transpose(2, 0, 1))
-    meta = dict(source=source, n_nodes=int(len(xn)), n_tets=int(len(tets)), n_components=n_comp,
+    meta = dict(source=source, n_nodes=int(len(xn)), dofs=int(3 * len(xn)), n_tets=int(len(tets)), n_components=n_comp,
                 mesher=MESHER if surface is not None else "given", max_edge=max_edge, quality=quality,
                 f_max=f_max, max_modes=max_modes, dropped_overdamped=int((~ok).sum()),
                 max_residual=float(res.residuals.max()) if len(res.residuals) else 0.0,

@@ -7,6 +7,7 @@ self-intersecting input, and :func:`impactsound.mesh.tetra.tetrahedralize` turns
 """
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -55,6 +56,14 @@ def check_surface(mesh, source: str = "mesh") -> None:
     Checks, in order: faces present, units (bounding box between 1 mm and 10 m), degenerate faces,
     watertightness, consistent winding, one connected body, positive enclosed volume.
     """
+    # trimesh's mass properties divide by the volume: on a broken mesh that warns on stderr before our own,
+    # clearer message; keep the output to the one error
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore", RuntimeWarning)
+        _check_surface(mesh, source)
+
+
+def _check_surface(mesh, source: str) -> None:
     if len(mesh.faces) < 4:
         raise MeshError(f"{source}: {len(mesh.faces)} faces cannot bound a solid")
     ext = np.asarray(mesh.extents, dtype=np.float64)
