@@ -1,6 +1,7 @@
 """Command-line interface (thin: parses, calls the API, turns known errors into one message and exit code 2)."""
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 import traceback
@@ -133,15 +134,7 @@ def events(obj: _Ctx, scene_file: Path, out: Path | None):
 def modes(obj: _Ctx, mesh: Path, material, E, nu, rho, count, order, f_max, as_json, out):
     """Modal analysis of MESH (watertight surface in metres: OBJ/STL/PLY/OFF/glTF; or a .msh/.vtu tet mesh)."""
     from .fem.modal import modal_analysis
-    from .materials import get_material, make_material
-    if material and any(v is not None for v in (E, nu, rho)):
-        raise InputError("give either --material or --E/--nu/--rho, not both")
-    if material:
-        mat = get_material(material, where="--material")
-    elif all(v is not None for v in (E, nu, rho)):
-        mat = make_material("custom", E=E, nu=nu, rho=rho, where="--E/--nu/--rho")
-    else:
-        raise InputError("give --material NAME or all of --E PA --nu X --rho KG_M3")
+    mat = _material_option(material, E, nu, rho)
     if count < 1:
         raise InputError(f"--count {count} must be >= 1")
     kwargs = dict(order=int(order), max_modes=count, f_max=f_max, source=str(mesh))
@@ -184,6 +177,92 @@ def materials(as_json):
     for r in rows:
         click.echo(f"{r['name']:16s} {r['rho']:7.0f} {r['E']:10.3g} {r['nu']:5.2f} {r['alpha']:6.2g} "
                    f"{r['beta']:9.3g}  {r.get('source', '')}")
+
+
+def _material_option(material, E, nu, rho):
+    """--material NAME, or --E/--nu/--rho, as a Material (exactly one of the two forms)."""
+    from .materials import get_material, make_material
+    if material and any(v is not None for v in (E, nu, rho)):
+        raise InputError("give either --material or --E/--nu/--rho, not both")
+    if material:
+        return get_material(material, where="--material")
+    if all(v is not None for v in (E, nu, rho)):
+        return make_material("custom", E=E, nu=nu, rho=rho, where="--E/--nu/--rho")
+    raise InputError("give --material NAME or all of --E PA --nu X --rho KG_M3")
+
+
+@cli.group()
+def pan():
+    """Precomputed Acceleration Noise (PAN) fields: precompute once per object, inspect."""
+
+
+@pan.command("precompute")
+@click.argument("mesh", type=click.Path(path_type=Path))
+@click.option("--material", help="Material name (see `impactsound materials`).")
+@click.option("--E", "E", type=float, help="Young's modulus [Pa] (with --nu and --rho instead of --material).")
+@click.option("--nu", type=float, help="Poisson's ratio.")
+@click.option("--rho", type=float, help="Density [kg/m^3].")
+@click.option("--directions", default="5x10", show_default=True,
+              help="Direction grid THETAxPHI (the paper uses 5x10 for small objects, 40x80 for detail).")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the PAN asset here (default: the asset cache, where scene renders find it).")
+@click.option("--yes", is_flag=True, help="Do not ask before a long run.")
+@click.pass_obj
+def pan_precompute(obj: _Ctx, mesh: Path, material, E, nu, rho, directions, out, yes):
+    """Precompute the six rigid-body acceleration-noise fields of MESH (watertight, metres; body frame).
+
+    Prints the grid, memory and work first. Interrupt it and run it again: finished fields are kept
+    (checkpoints next to the asset) and the result is the same."""
+    from .mesh.surface import check_surface, load_surface
+    from .sources.pan.precompute import cached_pan_field, pan_asset_path, plan_pan
+    mat = _material_option(material, E, nu, rho)
+    try:
+        nt, nph = (int(v) for v in directions.lower().split("x"))
+        if nt < 2 or nph < 3:
+            raise ValueError
+    except ValueError:
+        raise InputError(f"--directions {directions!r}: expected THETAxPHI with THETA >= 2, PHI >= 3, e.g. 5x10")
+    surf = load_surface(mesh)
+    check_surface(surf, str(mesh))
+    job = plan_pan(surf, mat, n_theta=nt, n_phi=nph)
+    e = job.estimate()
+    obj.progress.message(f"{mesh.name}: mass {job.mass:.4g} kg, h = {job.h * 1e6:.3g} us, grid {e['grid'][0]}^3 "
+                         f"(dx {e['dx_m'] * 1e3:.3g} mm), {e['steps']} steps x 6 fields = "
+                         f"{e['cell_updates']:.3g} cell updates, {e['memory_bytes'] / 2**20:.0f} MiB of fields, "
+                         f"~{e['cell_updates'] / 2.5e8:.0f} s on 2 cores")
+    cache = out.parent if out is not None else None
+    with obj.progress.stage(f"PAN precompute of {mesh.name}") as update:
+        fld = cached_pan_field(job, cache=cache, progress=update)
+    path = pan_asset_path(job, cache)
+    if out is not None and out != path:
+        fld.save(out)
+        path = out
+    click.echo(str(path))
+
+
+@pan.command("info")
+@click.argument("asset", type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+def pan_info(asset: Path, as_json):
+    """Describe a PAN asset: object, mass, h, grid, radii, directions, size on disk, content hash."""
+    from .assets import read_asset
+    from .sources.pan.field import ASSET_KIND, PANField
+    if not asset.is_file():
+        raise InputError(f"{asset}: no such PAN asset")
+    a = read_asset(asset, ASSET_KIND)
+    fld = PANField.from_asset(a)
+    d = {"path": str(asset), "mass_kg": float(fld.mass), "h_s": float(fld.h), "R_b_m": float(fld.R_b),
+         "radii_m": [float(r) for r in fld.radii], "directions": [fld.n_theta, fld.n_phi],
+         "terms": fld.n_terms, "coefficients": fld.n_coef, "c_m_s": float(fld.c), "rho_kg_m3": float(fld.rho),
+         "grid": fld.meta.get("grid"), "dx_m": fld.meta.get("dx"), "fit_relative_residual":
+         fld.meta.get("fit_relative_residual"), "material": fld.meta.get("material", {}).get("name"),
+         "size_bytes": asset.stat().st_size,
+         "content_hash": "sha256:" + hashlib.sha256(asset.read_bytes()).hexdigest(), "inputs_hash": fld.inputs_hash}
+    if as_json:
+        click.echo(json.dumps(d, indent=2))
+    else:
+        for k, v in d.items():
+            click.echo(f"{k:22s} {v}")
 
 
 def main(argv=None):

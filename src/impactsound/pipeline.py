@@ -71,6 +71,28 @@ def modal_models(scene: Scene, progress: Progress = QUIET) -> dict:
     return models
 
 
+def pan_fields(scene: Scene, progress: Progress = QUIET) -> dict:
+    """PAN field of every body (pan.md), from the cache or precomputed when within ``scene.pan_budget``."""
+    from .sources.pan.precompute import cached_pan_field, plan_pan
+    fields = {}
+    for body in scene.bodies:
+        job = plan_pan(body.mesh, body.material, c=scene.air.c, rho=scene.air.rho)
+        est = job.estimate()
+        cached = cached_pan_field(job, load_only=True)
+        if cached is None and est["cell_updates"] > scene.pan_budget:
+            progress.message(f"  {body.name}: acceleration noise skipped: its PAN precompute needs "
+                             f"{est['cell_updates']:.2g} cell updates (grid {est['grid'][0]}^3, ~"
+                             f"{est['cell_updates'] / 2.5e8 / 60:.0f} min), over pan_budget = {scene.pan_budget:.2g}; "
+                             f"run `impactsound pan precompute` for it or raise [scene] pan_budget")
+            continue
+        if cached is None:
+            with progress.stage(f"PAN precompute of {body.name} (grid {est['grid'][0]}^3, "
+                                f"{est['steps']} steps x 6 fields)") as update:
+                cached = cached_pan_field(job, progress=update)
+        fields[body.name] = cached
+    return fields
+
+
 def render_scene(scene: Scene, progress: Progress = QUIET, events: EventLog | None = None) -> RenderResult:
     """Render ``scene``: pressure [Pa] at every listener, per source kind and object."""
     if events is None:
@@ -93,5 +115,12 @@ def render_scene(scene: Scene, progress: Progress = QUIET, events: EventLog | No
             stems["modal"] = src.render(events, listeners, scene.sample_rate, scene.duration)
         info["modes"] = {k: int(m.n_modes) for k, m in models.items()}
         info["radiation"] = "low-order (monopole + dipole, modal-sound.md sec. 6a)"
+    if "acceleration_noise" in scene.sources:
+        fields = pan_fields(scene, progress)
+        from .sources.pan import PANSource
+        src = PANSource(scene.bodies, fields, scene.ground, scene.air)
+        with progress.stage("acceleration noise synthesis"):
+            stems["acceleration_noise"] = src.render(events, listeners, scene.sample_rate, scene.duration)
+        info["acceleration_noise"] = sorted(fields)
     mix = mix_stems(stems, len(listeners), n)
     return RenderResult(scene.sample_rate, mix, stems, events, [l.name for l in scene.listeners], info)

@@ -55,3 +55,31 @@ def test_self_intersecting_mesh_named_with_repair_hint(tmp_path, capsys):
     assert main(["-q", "modes", str(f), "--material", "steel"]) == 2
     err = capsys.readouterr().err
     assert "x.obj" in err and "self-intersect" in err and "Traceback" not in err and err.count("\n") == 1
+
+
+def test_pan_precompute_resumes_and_info(tmp_path, capsys):
+    import json
+
+    import trimesh
+    f = tmp_path / "ball.stl"
+    trimesh.creation.icosphere(subdivisions=2, radius=0.005).export(f)
+    soft = ["--E", "5e6", "--nu", "0.45", "--rho", "1100"]     # soft: long pulse, coarse grid, fast test
+    out = tmp_path / "ball_pan.h5"
+    assert main(["-q", "pan", "precompute", str(f), *soft, "--out", str(out)]) == 0
+    assert out.is_file()
+    first = out.read_bytes()
+    capsys.readouterr()
+    assert main(["pan", "info", str(out), "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["directions"] == [5, 10] and d["h_s"] > 0 and len(d["radii_m"]) == 5
+    assert d["mass_kg"] == pytest.approx(1100 * trimesh.creation.icosphere(subdivisions=2, radius=0.005).volume)
+    # a second run finds the cached asset and produces the same file content
+    assert main(["-q", "pan", "precompute", str(f), *soft, "--out", str(out)]) == 0
+    assert out.read_bytes() == first
+
+
+def test_pan_info_rejects_other_assets(tmp_path, capsys):
+    f = tmp_path / "x.h5"
+    f.write_bytes(b"not an asset")
+    assert main(["pan", "info", str(f)]) == 2
+    assert "x.h5" in capsys.readouterr().err

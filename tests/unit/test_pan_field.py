@@ -84,7 +84,7 @@ def test_exact_form_recovered_to_roundoff():
     assert np.max(np.abs(qf - q)[:, 1]) < 1e-10 * np.abs(q[:, 1]).max()
     # through the full fit + evaluate path (float32 storage): the evaluated field reproduces the samples
     fld = fit_pan_field(np.broadcast_to(p[:1, None, None], (6, 1, 2) + p.shape[1:]), radii=radii, c=c, rho=1.2,
-                        dt=dt, t_start=-5e-6, h=4e-6, R_b=0.01, mass=1.0, inertia=np.eye(3))
+                        taper_end=False, dt=dt, t_start=-5e-6, h=4e-6, R_b=0.01, mass=1.0, inertia=np.eye(3))
     pts = radii[:, None] * np.array([[0.0, 0.0, 1.0]])
     ev = fld.evaluate(2, pts, t)
     sel = (t - radii[:, None] / c >= op.tau0 + 2 * dt) & (t - radii[:, None] / c <= op.tau0 + (op.n_coef - 3) * dt)

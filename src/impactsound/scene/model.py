@@ -65,6 +65,9 @@ class Scene:
     event_log: str | None = None      # path of a user event log (replaces dynamics)
     modal_order: int = 2
     max_modes: int = 200
+    # acceleration noise: objects whose PAN precompute would exceed this many FDTD cell updates (~4 s per 1e9
+    # on 2 cores) are skipped with a message, unless their field is already cached (`impactsound pan precompute`)
+    pan_budget: float = 1.2e10
     path: str = "<scene>"
 
     @property

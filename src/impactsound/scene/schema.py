@@ -18,7 +18,7 @@ from ..materials import Material, get_material, make_material
 from .model import Air, Body, Ground, Listener, Scene
 from .primitives import make_primitive
 
-KNOWN_SOURCES = ("modal",)
+KNOWN_SOURCES = ("modal", "acceleration_noise")
 
 Vec3 = tuple[float, float, float]
 
@@ -78,6 +78,7 @@ class SceneSpec(_Strict):
     event_log: str | None = None
     modal_order: int = 2
     max_modes: int = 200
+    pan_budget: float = Field(default=1.2e10, gt=0)
 
     @field_validator("sources")
     @classmethod
@@ -210,7 +211,8 @@ def parse_scene(data: dict, base: Path = Path("."), src: str = "<scene>") -> Sce
     scene = Scene(bodies=bodies, ground=ground, listeners=listeners, duration=float(s.duration),
                   sample_rate=int(s.sample_rate), seed=int(s.seed), sources=tuple(s.sources), air=air,
                   timestep=float(s.timestep), event_log=str((base / s.event_log).resolve()) if s.event_log
-                  else None, modal_order=s.modal_order, max_modes=s.max_modes, path=src)
+                  else None, modal_order=s.modal_order, max_modes=s.max_modes,
+                  pan_budget=float(s.pan_budget), path=src)
     _check_listeners(scene)
     return scene
 

@@ -312,12 +312,19 @@ class BodyBoundary:
 
 
 def voxelize(grid: Grid, inside) -> BodyBoundary:
-    """Voxelize a body on ``grid``: ``inside(points (n, 3)) -> bool (n,)`` tells which cell centres are solid."""
+    """Voxelize a body on ``grid``: ``inside(points (n, 3)) -> bool (n,)`` tells which cell centres are solid.
+
+    If ``inside`` also has ``grid_solid(xs, ys, zs) -> bool (nx, ny, nz)`` (e.g. a mesh, wave/voxel.py), that
+    structured query is used instead of one point query per cell."""
     nx, ny, nz = grid.shape
     xs, ys, zs = (grid.cell_centres(a) for a in range(3))
-    X, Y, Z = np.meshgrid(xs[1:-1], ys[1:-1], zs[1:-1], indexing="ij")
     solid = np.zeros((nx + 2, ny + 2, nz + 2), dtype=bool)
-    solid[1:-1, 1:-1, 1:-1] = np.asarray(inside(np.stack([X.ravel(), Y.ravel(), Z.ravel()], 1))).reshape(X.shape)
+    if hasattr(inside, "grid_solid"):
+        solid[1:-1, 1:-1, 1:-1] = inside.grid_solid(xs[1:-1], ys[1:-1], zs[1:-1])
+    else:
+        X, Y, Z = np.meshgrid(xs[1:-1], ys[1:-1], zs[1:-1], indexing="ij")
+        solid[1:-1, 1:-1, 1:-1] = np.asarray(inside(np.stack([X.ravel(), Y.ravel(), Z.ravel()], 1))
+                                             ).reshape(X.shape)
     p = grid.npml
     if solid[: p + 2].any() or solid[-p - 2:].any() or solid[:, : p + 2].any() or solid[:, -p - 2:].any() \
             or solid[:, :, : p + 2].any() or solid[:, :, -p - 2:].any():

@@ -62,7 +62,9 @@ def plan_grid(h: float, bounding_radius: float, max_radius: float, duration: flo
     if not (duration > 0 and math.isfinite(duration)):
         raise SolverError(f"simulated duration {duration} s must be positive")
     f = 1.0 / (2.0 * h)
-    dx = c / (f * cells_per_wavelength)
+    # ... and at least 6 cells per bounding radius, so that soft or large-h objects still get a body (the voxel
+    # staircase error is ~0.7/(cells per radius), tests/validation/test_fdtd.py)
+    dx = min(c / (f * cells_per_wavelength), bounding_radius / 6.0)
     half = max_radius + 3 * dx
     n = int(math.ceil(2 * half / dx)) + 2 * npml
     dt = courant * dx / c

@@ -310,14 +310,16 @@ def fit_operator(radii, c: float, dt: float, t_start: float, n_samples: int, *, 
 
 def fit_pan_field(p, *, radii, c: float, rho: float, dt: float, t_start: float, h: float, R_b: float,
                   mass: float, inertia, n_terms: int = N_TERMS, dt_q: float | None = None, rcond: float = 1e-8,
-                  inputs_hash: str = "", meta: dict | None = None, block: int = 1024) -> PANField:
+                  inputs_hash: str = "", meta: dict | None = None, block: int = 1024,
+                  taper_end: bool = True) -> PANField:
     """Fit PAN fields to sampled pressure (module docstring).
 
     p: (6, n_theta, n_phi, M, T) [Pa per unit acceleration], pressure of field i at the grid direction (a, b)
     (:func:`direction_vectors`) and radius radii[m], time t_start + n dt [s] from the pulse centre; radii (M,)
     [m]; c [m/s], rho [kg/m^3] air; h [s] the fields' pulse time scale; R_b [m]; mass [kg]; inertia (3, 3)
     [kg m^2]; dt_q coefficient spacing (default dt); rcond SVD cut-off; block: series per matrix product
-    (memory). Returns a :class:`PANField` with float32 coefficients; meta gains the fit's rank and relative
+    (memory); taper_end: fade out the weakly observed last coefficients (below; off only for data that are
+    exact up to the window end, as in the fit's own tests). Returns a :class:`PANField` with float32 coefficients; meta gains the fit's rank and relative
     residual.
     """
     p = np.asarray(p)
@@ -339,6 +341,15 @@ def fit_pan_field(p, *, radii, c: float, rho: float, dt: float, t_start: float, 
         fitted = (qb / op.scale[None, :, None]).reshape(len(blk), -1) @ op.matrix.T
         res2 += float(np.sum((fitted - B) ** 2))
         nrm2 += float(np.sum(B**2))
+    # The last coefficients (pulses centred past tau_hi, the end of the window every radius observes) are fixed
+    # by the inner radii only and come out as minimum-norm noise that would ring at large distances. The
+    # precompute records 5 R_b/c of ring-down past the pulse, so the true field there is ~e^-5 of its peak:
+    # fade the last 8 coefficient spacings of the window to zero and drop the ones beyond it.
+    tau_j = op.tau0 + np.arange(op.n_coef) * op.dt_q
+    tau_hi = op.t_start + (T - 1) * op.dt - op.radii[-1] / op.c
+    if taper_end:
+        fade = np.clip((tau_hi - tau_j) / (8 * op.dt_q), 0.0, 1.0)
+        q *= (0.5 - 0.5 * np.cos(np.pi * fade)).astype(np.float32)
     info = dict(meta or {})
     info.update({"fit_rank": op.rank, "fit_unknowns": int(n_terms * op.n_coef),
                  "fit_relative_residual": float(np.sqrt(res2 / nrm2)) if nrm2 > 0 else 0.0,

@@ -19,12 +19,13 @@ import numpy as np
 from ...assets import content_hash
 from ...errors import InputError
 from ...materials import Material
+from ...wave.voxel import inside_grid
 from ...wave.pan_solve import PANGridPlan, plan_grid, run_fields
 from .field import N_RADII, fit_pan_field, sample_points, shell_radii
 from .pulse import psi
 from .timescale import pulse_timescale
 
-CODE_VERSION = "pan-precompute-1"   # part of every cache key: bump when the numerics change
+CODE_VERSION = "pan-precompute-2"   # part of every cache key: bump when the numerics change
 
 
 @dataclass
@@ -56,8 +57,12 @@ class PANJob:
 
 def plan_pan(mesh, material: Material, *, n_theta: int = 5, n_phi: int = 10, c: float = 343.2,
              rho: float = 1.2041, duration: float | None = None, cells_per_wavelength: float = 10.0,
-             dtype: str = "float32", max_bytes: float = 8e9) -> PANJob:
-    """Plan the precompute of ``mesh`` (watertight, metres) made of ``material``; nothing is run."""
+             dtype: str = "float32", max_bytes: float = 8e9, h: float | None = None) -> PANJob:
+    """Plan the precompute of ``mesh`` (watertight, metres) made of ``material``; nothing is run.
+
+    h [s]: pulse time scale; default from mass and material (sec. 4.3). duration [s]: simulated time; default
+    4h (the pulse) + R_M/c (travel to the outer shell) + 5 R_b/c (a rigid body's own radiation ring-down has a
+    time constant ~ R_b/c: exp(-5) left)."""
     if not mesh.is_watertight:
         raise InputError("PAN precompute needs a watertight mesh to voxelize; repair it (trimesh.repair.fill_holes "
                          "or a mesher such as fTetWild)")
@@ -65,35 +70,43 @@ def plan_pan(mesh, material: Material, *, n_theta: int = 5, n_phi: int = 10, c: 
     body.apply_translation(-np.asarray(body.center_mass))
     mass = float(material.rho * body.volume)
     inertia = np.asarray(body.moment_inertia, np.float64) * material.rho
-    h = pulse_timescale(mass, material)
+    if h is None:
+        h = pulse_timescale(mass, material)
+    if not (h is not None and math.isfinite(h) and h > 0):
+        raise InputError(f"PAN precompute: pulse time scale h = {h} s must be positive")
     R_b = float(np.linalg.norm(body.vertices, axis=1).max())
     radii = shell_radii(R_b, N_RADII)
     if duration is None:
-        # pulse (4h) + travel to the outer shell + ~20 body light-crossing times of radiation ring-down
-        duration = 4 * h + radii[-1] / c + 20 * R_b / c
+        duration = 4 * h + radii[-1] / c + 5 * R_b / c
     if not (math.isfinite(duration) and duration > 0):
         raise InputError(f"PAN precompute: duration = {duration} s must be positive")
     plan = plan_grid(h, R_b, float(radii[-1]), duration, c, cells_per_wavelength, max_bytes=max_bytes)
     key = content_hash(CODE_VERSION, np.asarray(body.vertices, np.float64), np.asarray(body.faces, np.int64),
                        material.as_dict(), int(n_theta), int(n_phi), float(c), float(rho), float(duration),
-                       float(cells_per_wavelength), str(dtype), plan.shape, plan.dx, plan.dt, plan.n_steps)
+                       float(cells_per_wavelength), str(dtype), float(h), plan.shape, plan.dx, plan.dt, plan.n_steps)
     return PANJob(mesh=body, material=material, n_theta=int(n_theta), n_phi=int(n_phi), h=h, mass=mass,
                   inertia=inertia, R_b=R_b, radii=radii, duration=float(duration), plan=plan, c=float(c),
                   rho=float(rho), dtype=str(dtype), key=key)
 
 
-def _inside(mesh):
-    lo, hi = mesh.bounds
+class MeshInside:
+    """Inside test of a watertight body-frame mesh for the FDTD voxelizer (picklable, for Dask workers)."""
 
-    def inside(P):
-        P = np.asarray(P, np.float64)
-        sel = np.all((P >= lo) & (P <= hi), axis=1)
-        out = np.zeros(len(P), bool)
-        if sel.any():
-            out[sel] = mesh.contains(P[sel])
-        return out
+    def __init__(self, mesh, source: str = "mesh"):
+        self.vertices = np.asarray(mesh.vertices, np.float64)
+        self.faces = np.asarray(mesh.faces, np.int64)
+        self.source = source
 
-    return inside
+    def grid_solid(self, xs, ys, zs):
+        solid, odd = inside_grid(self.vertices, self.faces, xs, ys, zs)
+        if odd:
+            raise InputError(f"{self.source}: {odd} grid rays cross the surface an odd number of times: it is open "
+                             f"or self-intersecting; repair it (trimesh.repair, fTetWild) before PAN precompute")
+        return solid
+
+    def __call__(self, P):
+        import trimesh
+        return trimesh.Trimesh(self.vertices, self.faces, process=False).contains(np.asarray(P, np.float64))
 
 
 def run_pan(job: PANJob, *, checkpoint_dir: str | Path | None = None, progress=None, map_fn=None):
@@ -105,7 +118,7 @@ def run_pan(job: PANJob, *, checkpoint_dir: str | Path | None = None, progress=N
         return psi(t - t_shift, h)
 
     pts = sample_points(job.R_b, job.n_theta, job.n_phi, len(job.radii))      # (nt, np, M, 3)
-    p = run_fields(_inside(job.mesh), job.plan, pts.reshape(-1, 3), drive, job.c, job.rho, task_key=job.key,
+    p = run_fields(MeshInside(job.mesh), job.plan, pts.reshape(-1, 3), drive, job.c, job.rho, task_key=job.key,
                    checkpoint_dir=checkpoint_dir, dtype=np.dtype(job.dtype), progress=progress, map_fn=map_fn)
     p = p.reshape(6, job.n_theta, job.n_phi, len(job.radii), job.plan.n_steps)
     meta = {"material": job.material.as_dict(), "grid": list(job.plan.shape), "dx": job.plan.dx,
@@ -113,3 +126,29 @@ def run_pan(job: PANJob, *, checkpoint_dir: str | Path | None = None, progress=N
             "code_version": CODE_VERSION, "dtype": job.dtype}
     return fit_pan_field(p, radii=job.radii, c=job.c, rho=job.rho, dt=job.plan.dt, t_start=job.plan.dt - t_shift,
                          h=h, R_b=job.R_b, mass=job.mass, inertia=job.inertia, inputs_hash=job.key, meta=meta)
+
+
+def pan_asset_path(job: PANJob, cache=None) -> Path:
+    from ...assets import cache_dir
+    folder = Path(cache) if cache is not None else cache_dir()
+    return folder / f"pan_{job.key[:40]}.h5"
+
+
+def cached_pan_field(job: PANJob, *, cache=None, progress=None, map_fn=None, load_only: bool = False):
+    """The PAN field of ``job`` from the asset cache, else precomputed (per-field checkpoints next to it, so an
+    interrupted run resumes) and written atomically. A corrupted or stale file is rebuilt, never used.
+    With load_only, returns None instead of computing."""
+    from ...errors import AssetError
+    from .field import PANField
+    path = pan_asset_path(job, cache)
+    try:
+        return PANField.load(path, inputs_hash=job.key)
+    except AssetError:
+        if load_only:
+            return None
+    ckpt = path.with_suffix(".ckpt")
+    fld = run_pan(job, checkpoint_dir=ckpt, progress=progress, map_fn=map_fn)
+    fld.save(path)
+    import shutil
+    shutil.rmtree(ckpt, ignore_errors=True)
+    return fld

@@ -1,0 +1,103 @@
+"""Which grid cells lie inside a closed triangle mesh: exact ray parity along z, one ray per (x, y) column.
+
+Generic point-in-mesh queries (trimesh ``contains``: one ray per point, R-tree candidate search) cost minutes and
+gigabytes on a 180^3 FDTD grid; the grid's structure makes one ray per column enough. For every triangle, the
+columns whose (x, y) centre falls inside its xy projection get the z of the crossing; sorting the crossings of a
+column and filling between consecutive pairs gives the cells whose centres are inside (even-odd rule, valid for a
+watertight surface). Rays are shifted by a tiny irrational fraction of the cell so that they never pass exactly
+through a mesh vertex or edge (double counting there would flip the parity).
+
+Cost: O(triangles x columns under each triangle + cells), compiled; ~0.1 s at 180^3.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+# ray offsets in units of the column spacing: irrational, far below any meaningful geometric scale
+_JITTER = (1.2345678e-7 * np.sqrt(2.0), 1.2345678e-7 * np.sqrt(3.0))
+
+
+@njit(cache=True)
+def _crossings(tri, xs, ys, count_only, counts, offsets, zbuf):
+    """For each triangle, the columns (i, j) it covers and the z of the crossing there. With count_only, only
+    counts[i, j] is incremented; otherwise the z values are written at offsets[i, j] + running index."""
+    nx, ny = xs.size, ys.size
+    x0, dxs = xs[0], xs[1] - xs[0] if nx > 1 else 1.0
+    y0, dys = ys[0], ys[1] - ys[0] if ny > 1 else 1.0
+    for t in range(tri.shape[0]):
+        ax, ay, az = tri[t, 0, 0], tri[t, 0, 1], tri[t, 0, 2]
+        bx, by, bz = tri[t, 1, 0], tri[t, 1, 1], tri[t, 1, 2]
+        cx, cy, cz = tri[t, 2, 0], tri[t, 2, 1], tri[t, 2, 2]
+        det = (bx - ax) * (cy - ay) - (cx - ax) * (by - ay)
+        if det == 0.0:
+            continue                      # vertical (edge-on) triangle: a z-ray never crosses its interior
+        i0 = max(int(np.ceil((min(ax, bx, cx) - x0) / dxs)), 0)
+        i1 = min(int(np.floor((max(ax, bx, cx) - x0) / dxs)), nx - 1)
+        j0 = max(int(np.ceil((min(ay, by, cy) - y0) / dys)), 0)
+        j1 = min(int(np.floor((max(ay, by, cy) - y0) / dys)), ny - 1)
+        for i in range(i0, i1 + 1):
+            px = xs[i]
+            for j in range(j0, j1 + 1):
+                py = ys[j]
+                # barycentric coordinates of (px, py) in the projected triangle
+                l1 = ((px - ax) * (cy - ay) - (cx - ax) * (py - ay)) / det
+                l2 = ((bx - ax) * (py - ay) - (px - ax) * (by - ay)) / det
+                l0 = 1.0 - l1 - l2
+                if l0 < 0.0 or l1 < 0.0 or l2 < 0.0:
+                    continue
+                if count_only:
+                    counts[i, j] += 1
+                else:
+                    zbuf[offsets[i, j] + counts[i, j]] = l0 * az + l1 * bz + l2 * cz
+                    counts[i, j] += 1
+
+
+@njit(cache=True)
+def _fill(zs, counts, offsets, zbuf, solid):
+    nx, ny = counts.shape
+    nz = zs.size
+    odd = 0
+    for i in range(nx):
+        for j in range(ny):
+            n = counts[i, j]
+            if n == 0:
+                continue
+            if n % 2 == 1:
+                odd += 1
+                continue                 # open surface along this ray: leave the column empty, report it
+            zc = np.sort(zbuf[offsets[i, j]:offsets[i, j] + n])
+            for p in range(0, n, 2):
+                lo, hi = zc[p], zc[p + 1]
+                for k in range(nz):
+                    if lo < zs[k] < hi:
+                        solid[i, j, k] = True
+    return odd
+
+
+def inside_grid(vertices: np.ndarray, faces: np.ndarray, xs: np.ndarray, ys: np.ndarray,
+                zs: np.ndarray) -> tuple[np.ndarray, int]:
+    """Boolean (len(xs), len(ys), len(zs)): cell centres (xs[i], ys[j], zs[k]) [m] inside the closed mesh.
+
+    xs, ys must be uniformly spaced. Returns (solid, n_odd_columns); n_odd_columns > 0 means some rays crossed
+    the surface an odd number of times (the surface is open or self-intersecting there)."""
+    xs = np.ascontiguousarray(xs, np.float64)
+    ys = np.ascontiguousarray(ys, np.float64)
+    zs = np.ascontiguousarray(zs, np.float64)
+    dx = xs[1] - xs[0] if len(xs) > 1 else 1.0
+    dy = ys[1] - ys[0] if len(ys) > 1 else 1.0
+    tri = np.asarray(vertices, np.float64)[np.asarray(faces, np.int64)].copy()
+    # shift the mesh instead of the rays (same thing): rays at exact column centres
+    tri[..., 0] -= _JITTER[0] * dx
+    tri[..., 1] -= _JITTER[1] * dy
+    counts = np.zeros((len(xs), len(ys)), np.int64)
+    offsets = np.zeros_like(counts)
+    zbuf = np.zeros(0)
+    _crossings(tri, xs, ys, True, counts, offsets, zbuf)
+    offsets.ravel()[1:] = np.cumsum(counts.ravel())[:-1]
+    zbuf = np.empty(int(counts.sum()))
+    counts[:] = 0
+    _crossings(tri, xs, ys, False, counts, offsets, zbuf)
+    solid = np.zeros((len(xs), len(ys), len(zs)), bool)
+    odd = _fill(zs, counts, offsets, zbuf, solid)
+    return solid, int(odd)
