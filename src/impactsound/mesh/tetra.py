@@ -107,6 +107,13 @@ def tetrahedralize(mesh, max_edge: float | None = None, quality: float = DEFAULT
         nodes, tets = tg.tetrahedralize(quality=True, minratio=float(quality), maxvolume=float(maxvol), fixedvolume=True,
                                         quiet=True, nowarning=True)[:2]
     except (RuntimeError, ValueError) as exc:
+        # TetGen dumps the offending facets to _skipped.{face,node} in the working directory: don't litter
+        import os
+        for leftover in ("_skipped.face", "_skipped.node"):
+            try:
+                os.remove(leftover)
+            except OSError:
+                pass
         raise MeshError(f"{source}: TetGen could not tetrahedralize the surface ({exc}); the surface is "
                         f"probably self-intersecting or not manifold: repair it (e.g. with fTetWild / "
                         f"pytetwild, or MeshLab 'remove self-intersections')") from None
