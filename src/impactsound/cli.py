@@ -207,15 +207,35 @@ def pan():
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
               help="Write the PAN asset here (default: the asset cache, where scene renders find it).")
 @click.option("--yes", is_flag=True, help="Do not ask before a long run.")
+@click.option("--scheduler", metavar="ADDRESS",
+              help="Run the six fields on a Dask cluster: the scheduler's address, e.g. tcp://HOST:8786 (start one "
+                   "with `dask scheduler`, workers with `dask worker tcp://HOST:8786 --nthreads 1 --nworkers 2`). "
+                   "Needs: pip install 'impactsound[distributed]'. The result is the same bits as a local run.")
+@click.option("--fallback-local", is_flag=True,
+              help="With --scheduler: if no scheduler answers, warn and run on this machine instead of failing.")
+@click.option("--workers", type=click.IntRange(min=1), metavar="N",
+              help="Local worker processes, one field each (default 1: the FDTD solver already uses every core). "
+                   "Not used with a reachable --scheduler.")
 @click.pass_obj
-def pan_precompute(obj: _Ctx, mesh: Path, material, E, nu, rho, directions, out, yes):
+def pan_precompute(obj: _Ctx, mesh: Path, material, E, nu, rho, directions, out, yes, scheduler, fallback_local,
+                   workers):
     """Precompute the six rigid-body acceleration-noise fields of MESH (watertight, metres; body frame).
 
     Prints the grid, memory and work first. Interrupt it and run it again: finished fields are kept
-    (checkpoints next to the asset) and the result is the same."""
+    (checkpoints next to the asset) and the result is the same. The fields are independent tasks: --scheduler
+    runs them on a Dask cluster, --workers N in N local processes; every field is checkpointed here as it
+    arrives, and the asset is identical whichever way they ran."""
+    import functools
+    import warnings
+
     from .mesh.surface import check_surface, load_surface
+    from .parallel import SchedulerFallbackWarning, map_tasks, require_distributed
     from .sources.pan.precompute import cached_pan_field, pan_asset_path, plan_pan
     mat = _material_option(material, E, nu, rho)
+    if scheduler:
+        require_distributed()                 # say how to install Dask before any work
+    map_fn = functools.partial(map_tasks, scheduler=scheduler, workers=workers or 1,
+                               fallback_local=fallback_local)
     try:
         nt, nph = (int(v) for v in directions.lower().split("x"))
         if nt < 2 or nph < 3:
@@ -231,8 +251,19 @@ def pan_precompute(obj: _Ctx, mesh: Path, material, E, nu, rho, directions, out,
                          f"{e['cell_updates']:.3g} cell updates, {e['memory_bytes'] / 2**20:.0f} MiB of fields, "
                          f"~{e['cell_updates'] / 2.5e8:.0f} s on 2 cores")
     cache = out.parent if out is not None else None
-    with obj.progress.stage(f"PAN precompute of {mesh.name}") as update:
-        fld = cached_pan_field(job, cache=cache, progress=update)
+    show = warnings.showwarning
+
+    def one_line_fallback_warning(message, category, *args, **kwargs):
+        if issubclass(category, SchedulerFallbackWarning):
+            from tqdm import tqdm
+            tqdm.write(f"warning: {message}", file=sys.stderr)      # on its own line, above the progress bar
+        else:
+            show(message, category, *args, **kwargs)
+
+    with obj.progress.stage(f"PAN precompute of {mesh.name}") as update, warnings.catch_warnings():
+        warnings.simplefilter("always", SchedulerFallbackWarning)
+        warnings.showwarning = one_line_fallback_warning
+        fld = cached_pan_field(job, cache=cache, progress=update, map_fn=map_fn)
     path = pan_asset_path(job, cache)
     if out is not None and out != path:
         fld.save(out)
@@ -263,6 +294,106 @@ def pan_info(asset: Path, as_json):
     else:
         for k, v in d.items():
             click.echo(f"{k:22s} {v}")
+
+
+@cli.group()
+def transfer():
+    """Per-mode acoustic transfer: exterior BEM solves fitted as FFAT maps (harmonic-shells.txt sec. 4)."""
+
+
+@transfer.command("precompute")
+@click.argument("modal_asset", type=click.Path(path_type=Path))
+@click.option("--terms", type=click.IntRange(1, 4), default=4, show_default=True,
+              help="FFAT expansion terms M (1..4).")
+@click.option("--max-modes", type=click.IntRange(min=1), metavar="N", help="Only the first N modes.")
+@click.option("--max-faces", type=click.IntRange(min=20), default=6000, show_default=True,
+              help="BEM triangle budget per mode (higher modes are capped with a warning).")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
+              help="Transfer asset (.h5); default: MODAL_ASSET with suffix .ffat.h5.")
+@click.option("--scheduler", metavar="ADDRESS", help="Run the modes on a Dask cluster (tcp://host:8786).")
+@click.option("--fallback-local", is_flag=True, help="If the scheduler cannot be reached, run locally.")
+@click.option("--workers", type=click.IntRange(min=1), metavar="N", default=1, show_default=True,
+              help="Local worker processes (each pays bempp-cl's one-off JIT compilation, ~1 min).")
+@click.pass_obj
+def transfer_precompute(obj: _Ctx, modal_asset: Path, terms, max_modes, max_faces, out, scheduler, fallback_local,
+                        workers):
+    """Solve each mode's exterior Helmholtz problem (BEM) and fit its FFAT map.
+
+    Interrupt it and run it again: finished modes are kept (checkpoints in OUT.modes/) and the asset is the
+    same. Modes are independent tasks: --workers N runs N local processes, --scheduler a Dask cluster."""
+    import warnings
+
+    from .fem.model import ModalModel
+    from .transfer.precompute import FFATCapWarning, TransferSettings, run_transfer
+    if not modal_asset.is_file():
+        raise InputError(f"{modal_asset}: no such modal asset (make one with `impactsound modes MESH --out A.h5`)")
+    model = ModalModel.load(modal_asset)
+    out = out or modal_asset.with_suffix(".ffat.h5")
+    settings = TransferSettings(terms=terms, max_modes=max_modes, max_faces=max_faces)
+    n = model.n_modes if max_modes is None else min(max_modes, model.n_modes)
+    obj.progress.message(f"{modal_asset.name}: {n} modes, {model.frequencies_hz[0]:.0f}-"
+                         f"{model.frequencies_hz[n - 1]:.0f} Hz, {len(model.surface_faces)} surface triangles")
+    with obj.progress.stage(f"BEM transfer of {n} modes") as update, warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always", FFATCapWarning)
+        run_transfer(model, settings, out=out, scheduler=scheduler, workers=workers,
+                     fallback_local=fallback_local, progress=update)
+    for x in w:
+        click.echo(f"warning: {x.message}", err=True)
+    click.echo(str(out))
+
+
+@transfer.command("info")
+@click.argument("asset", type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+def transfer_info(asset: Path, as_json):
+    """Describe a transfer asset: modes, frequencies, k*L, angular resolution T, terms, size, held-out fit error."""
+    from .transfer.precompute import TransferModel
+    if not asset.is_file():
+        raise InputError(f"{asset}: no such transfer asset")
+    tm = TransferModel.load(asset)
+    kL = (tm.bank.k * 2 * tm.r_bar).tolist()
+    d = {"path": str(asset), "modes": tm.n_modes, "terms": tm.bank.terms, "r_bar_m": tm.r_bar,
+         "frequencies_hz": tm.frequencies_hz.tolist(), "kL": kL, "T": tm.bank.T.tolist(),
+         "holdout_median_rel_error": tm.holdout_error[:, -1].tolist(),
+         "holdout_error_by_terms": tm.holdout_error.tolist(),
+         "modal_inputs_hash": tm.modal_inputs_hash, "size_bytes": asset.stat().st_size,
+         "content_hash": "sha256:" + hashlib.sha256(asset.read_bytes()).hexdigest()}
+    if as_json:
+        click.echo(json.dumps(d, indent=2))
+        return
+    click.echo(f"{asset}: {tm.n_modes} modes, {tm.bank.terms} terms, R_bar {tm.r_bar:.4g} m, "
+               f"{d['size_bytes'] / 2**20:.2f} MiB")
+    click.echo(f"{'mode':>4s} {'f [Hz]':>10s} {'kL':>7s} {'T':>5s} {'held-out err':>12s}")
+    for j in range(tm.n_modes):
+        click.echo(f"{j:4d} {tm.frequencies_hz[j]:10.1f} {kL[j]:7.2f} {tm.bank.T[j]:5d} "
+                   f"{100 * tm.holdout_error[j, -1]:11.2f}%")
+
+
+@transfer.command("plot")
+@click.argument("asset", type=click.Path(path_type=Path))
+@click.option("--mode", "mode", type=click.IntRange(min=0), required=True, help="Mode index (0 = lowest).")
+@click.option("--modal", "modal_asset", type=click.Path(path_type=Path),
+              help="The modal asset it was made from: adds the direct BEM samples next to the fitted map.")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True, help="PNG to write.")
+@click.pass_obj
+def transfer_plot(obj: _Ctx, asset: Path, mode: int, modal_asset: Path | None, out: Path):
+    """Draw |p| over (theta, phi) on the first FFAT shell: BEM samples (with --modal) and the fitted map."""
+    from .io.plot import transfer_png
+    from .transfer.precompute import TransferModel
+    tm = TransferModel.load(asset)
+    if mode >= tm.n_modes:
+        raise InputError(f"--mode {mode}: {asset} has modes 0..{tm.n_modes - 1}")
+    bem_samples = None
+    if modal_asset is not None:
+        from .fem.model import ModalModel
+        from .transfer.precompute import bem_shell_samples
+        model = ModalModel.load(modal_asset)
+        if model.inputs_hash != tm.modal_inputs_hash:
+            raise InputError(f"{modal_asset} is not the modal model {asset} was computed from (hash mismatch)")
+        with obj.progress.stage(f"direct BEM solve of mode {mode}"):
+            bem_samples = bem_shell_samples(model, tm, mode)
+    transfer_png(out, tm, mode, bem_samples)
+    click.echo(str(out))
 
 
 def main(argv=None):

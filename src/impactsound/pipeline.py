@@ -93,6 +93,32 @@ def pan_fields(scene: Scene, progress: Progress = QUIET) -> dict:
     return fields
 
 
+def transfer_models(scene: Scene, models: dict, progress: Progress = QUIET) -> tuple[dict, dict]:
+    """FFAT transfer of each body's modal model (issue 4): the cached asset when there is one, precomputed when
+    ``scene.transfer == "ffat"``, else none (the compact model radiates). Returns ({name: TransferModel},
+    {name: which radiation model is used})."""
+    from .assets import cache_dir
+    from .transfer.precompute import TransferModel, TransferSettings, run_transfer, transfer_inputs_hash
+    out, used = {}, {}
+    for name, model in models.items():
+        if not model.n_modes:
+            continue
+        used[name] = "low-order (monopole + dipole, modal-sound.md sec. 6a)"
+        if scene.transfer == "low_order":
+            continue
+        settings = TransferSettings(max_modes=scene.transfer_max_modes, c=scene.air.c, rho=scene.air.rho)
+        path = cache_dir() / f"ffat-{transfer_inputs_hash(model, settings)[:32]}.h5"
+        if not path.is_file() and scene.transfer == "ffat":
+            n = min(model.n_modes, scene.transfer_max_modes)
+            with progress.stage(f"BEM transfer of {name} ({n} modes)") as update:
+                run_transfer(model, settings, out=path, progress=update)
+        if path.is_file():
+            out[name] = TransferModel.load(path, model)
+            used[name] = f"FFAT maps for the first {out[name].n_modes} modes, low-order for the rest"
+        progress.message(f"  {name}: radiation {used[name]}")
+    return out, used
+
+
 def render_scene(scene: Scene, progress: Progress = QUIET, events: EventLog | None = None) -> RenderResult:
     """Render ``scene``: pressure [Pa] at every listener, per source kind and object."""
     if events is None:
@@ -110,11 +136,12 @@ def render_scene(scene: Scene, progress: Progress = QUIET, events: EventLog | No
     if "modal" in scene.sources:
         models = modal_models(scene, progress)
         from .sources.modal import ModalSource
-        src = ModalSource(scene.bodies, models, scene.ground, scene.air)
+        transfers, used = transfer_models(scene, models, progress)
+        src = ModalSource(scene.bodies, models, scene.ground, scene.air, transfers=transfers)
         with progress.stage("modal synthesis"):
             stems["modal"] = src.render(events, listeners, scene.sample_rate, scene.duration)
         info["modes"] = {k: int(m.n_modes) for k, m in models.items()}
-        info["radiation"] = "low-order (monopole + dipole, modal-sound.md sec. 6a)"
+        info["radiation"] = used
     if "acceleration_noise" in scene.sources:
         fields = pan_fields(scene, progress)
         from .sources.pan import PANSource

@@ -207,15 +207,14 @@ def _spec_closed_form(w, xi, tau, I, u, order):
     return np.where(u >= 0, val, 0.0)
 
 
-def test_modal_source_single_event_matches_analytic():
+def _ball_scene():
+    """A steel ball model (breathing-like and translation-like modes + a dropped 30 kHz one) hit once."""
     import trimesh
-    from impactsound.contact.hertz import combined_modulus
     from impactsound.dynamics.events import GROUND, EventLog
     from impactsound.fem.model import ModalModel
     from impactsound.materials import get_material
     from impactsound.scene.model import Air, Body, Ground
-    from impactsound.sources.base import Source
-    from impactsound.sources.modal import ModalSource, quat_to_matrix
+    from impactsound.sources.modal import quat_to_matrix
 
     a = 0.05
     mesh = trimesh.creation.icosphere(subdivisions=2, radius=a)
@@ -243,7 +242,44 @@ def test_modal_source_single_event_matches_analytic():
     J, vn, t0 = 0.01, 1.5, 0.01234
     ev = EventLog(t=[t0], a=[GROUND], b=[0], point=(pos + R @ vb)[None], normal=[[0, 0, 1.0]],
                   impulse=[[0, 0, J]], vn=[vn], pos_b=pos[None], quat_b=q[None])
-    src = ModalSource([body], {"ball": model}, ground, air, mode_cutoff_db=None)
+    return dict(a=a, mesh=mesh, steel=steel, vol=vol, M=M, inertia=inertia, y=y, s0=s0, s1=s1, f_hz=f_hz,
+                xi=xi, model=model, R=R, pos=pos, body=body, ground=ground, air=air, vb=vb, J=J, vn=vn, t0=t0,
+                ev=ev)
+
+
+def _monopole_dipole(S, tau, xL, t, terms):
+    """Analytic compact-model pressure of the ball scene's two audible modes (modal-sound.md sec. 6a)."""
+    R, air = S["R"], S["air"]
+    vb, vol = S["vb"], S["vol"]
+    Jb = R.T @ [0, 0, S["J"]]
+    Ij = np.array([S["s0"] * vb @ Jb, S["s1"] * Jb[2]])
+    V = np.array([3 * vol * S["s0"], 0.0])                # divergence theorem (exact for linear fields)
+    D = np.array([[0, 0, 0], [0, 0, vol * S["s1"]]])
+    w = 2 * np.pi * S["f_hz"][:2]
+    out = []
+    for l in range(len(xL)):
+        d = xL[l] - S["pos"]
+        r = np.linalg.norm(d)
+        rhat_b = R.T @ d / r
+        u = t - r / air.c - S["t0"]
+        p = np.zeros_like(t)
+        for j in terms:
+            q2 = _spec_closed_form(w[j], S["xi"][j], tau, Ij[j], u, 2)
+            q3 = _spec_closed_form(w[j], S["xi"][j], tau, Ij[j], u, 3)
+            p += air.rho / (4 * np.pi * r) * (V[j] * q2 + rhat_b @ D[j] * (q3 / air.c + q2 / r))
+        out.append(p)
+    return np.array(out), V
+
+
+def test_modal_source_single_event_matches_analytic():
+    from impactsound.contact.hertz import combined_modulus
+    from impactsound.sources.base import Source
+    from impactsound.sources.modal import ModalSource
+
+    S = _ball_scene()
+    a, steel, M, inertia, R, vb, vn = S["a"], S["steel"], S["M"], S["inertia"], S["R"], S["vb"], S["vn"]
+    ev, air, ground = S["ev"], S["air"], S["ground"]
+    src = ModalSource([S["body"]], {"ball": S["model"]}, ground, air, mode_cutoff_db=None)
     assert isinstance(src, Source) and src.kind == "modal"
     xL = np.array([[1.0, 0.5, 0.8], [-0.4, 0.2, 0.3]])
     fs, dur = 48000, 0.08
@@ -259,23 +295,52 @@ def test_modal_source_single_event_matches_analytic():
     tau = src.contact_parameters(ev, 0)[5][0]
     assert tau == pytest.approx(tau_ref, rel=5e-3)
 
-    Jb = R.T @ [0, 0, J]
-    Ij = np.array([s0 * vb @ Jb, s1 * Jb[2]])
-    V = np.array([3 * vol * s0, 0.0])                     # divergence theorem (exact for linear fields)
-    D = np.array([[0, 0, 0], [0, 0, vol * s1]])
-    w = 2 * np.pi * f_hz[:2]
     t = np.arange(out.shape[1]) / fs
+    p, _ = _monopole_dipole(S, tau, xL, t, (0, 1))
     for l in range(2):
-        d = xL[l] - pos
-        r = np.linalg.norm(d)
-        rhat_b = R.T @ d / r
-        u = t - r / air.c - t0
-        p = np.zeros_like(t)
-        for j in range(2):
-            q2 = _spec_closed_form(w[j], xi[j], tau, Ij[j], u, 2)
-            q3 = _spec_closed_form(w[j], xi[j], tau, Ij[j], u, 3)
-            p += air.rho / (4 * np.pi * r) * (V[j] * q2 + rhat_b @ D[j] * (q3 / air.c + q2 / r))
-        assert np.max(np.abs(out[l] - p)) < 1e-9 * np.max(np.abs(p))
+        assert np.max(np.abs(out[l] - p[l])) < 1e-9 * np.max(np.abs(p[l]))
+
+
+def test_ffat_transfer_render_matches_monopole_sign_and_delay():
+    """Convention check (issue 4): a mode radiated through an FFAT map that encodes the exact monopole,
+    Psi_1 = -i rho V w^2 k / (4 pi), renders the compact monopole's waveform -- same sign, same delay r/c --
+    while the other mode keeps the compact model. The FFAT path uses the harmonic transfer (q'' ~ -w^2 q), so
+    agreement is to O(xi) and the contact-force term, well within 1 % of the peak; a sign or delay error
+    would be O(100 %)."""
+    from impactsound.sources.modal import ModalSource
+    from impactsound.transfer.ffat import FFATBank, FFATMap
+    from impactsound.transfer.precompute import TransferModel
+
+    S = _ball_scene()
+    air = S["air"]
+    w0 = 2 * np.pi * S["f_hz"][0]
+    k0 = w0 / air.c
+    xL = np.array([[1.0, 0.5, 0.8], [-0.4, 0.2, 0.3]])
+    fs, dur = 48000, 0.08
+    t = np.arange(int(round(dur * fs))) / fs
+    base = ModalSource([S["body"]], {"ball": S["model"]}, S["ground"], air, mode_cutoff_db=None)
+    tau = base.contact_parameters(S["ev"], 0)[5][0]
+    p_ref, V = _monopole_dipole(S, tau, xL, t, (0, 1))
+    T = 20
+    psi = np.full((1, T, 2 * T), -1j * air.rho * V[0] * w0**2 * k0 / (4 * np.pi))
+    bank = FFATBank.from_maps([FFATMap(k=k0, psi=psi)])
+    tm = TransferModel(bank=bank, frequencies_hz=S["f_hz"][:1], r_bar=S["a"], modal_inputs_hash="",
+                       holdout_error=np.zeros((1, 1)), meta={})
+    src = ModalSource([S["body"]], {"ball": S["model"]}, S["ground"], air, mode_cutoff_db=None,
+                      transfers={"ball": tm})
+    out = src.render(S["ev"], xL, fs, dur)["ball"]
+    for l in range(2):
+        # after the contact (the compact q'' also carries the contact force F(t), a click the harmonic
+        # transfer does not model) and within the first 20 ms
+        u = t - np.linalg.norm(xL[l] - S["pos"]) / air.c - S["t0"]
+        sel = (u > 3 * tau) & (u < 0.02)
+        err = np.max(np.abs(out[l, sel] - p_ref[l, sel])) / np.max(np.abs(p_ref[l, sel]))
+        assert err < 1e-2
+    # and it is not trivially the compact path: flipping the map's sign breaks the agreement
+    p_mono, _ = _monopole_dipole(S, tau, xL, t, (0,))
+    tm.bank.psi[:] = -tm.bank.psi
+    bad = src.render(S["ev"], xL, fs, dur)["ball"]
+    assert np.max(np.abs(bad[1, sel] - p_ref[1, sel])) > np.max(np.abs(p_mono[1, sel]))
 
 
 def test_modal_source_rejects_resting_contact():

@@ -38,3 +38,34 @@ def spectrogram_png(path: str | Path, pressure_pa: np.ndarray, sample_rate: int,
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def transfer_png(path: str | Path, tm, mode: int, bem_samples: np.ndarray | None = None) -> Path:
+    """|p| [Pa per unit modal amplitude] over (theta, phi) on the first FFAT shell: the fitted map, and the
+    direct BEM samples side by side when given (transfer/precompute.py ``bem_shell_samples``)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from ..transfer import ffat
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    T = int(tm.bank.T[mode])
+    R0 = ffat.shell_radii(tm.r_bar)[0]
+    th, ph = ffat.grid_angles(T)
+    fitted = np.abs(tm.bank.map(mode).evaluate(R0 * ffat.grid_directions(T)))
+    panels = [("fitted FFAT map", fitted)]
+    if bem_samples is not None:
+        panels.insert(0, ("BEM samples", np.abs(bem_samples)))
+    vmax = max(float(p.max()) for _, p in panels)
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4), squeeze=False)
+    for ax, (name, val) in zip(axes[0], panels):
+        im = ax.pcolormesh(np.degrees(ph), np.degrees(th), val, shading="auto", cmap="viridis", vmin=0,
+                           vmax=vmax)
+        ax.set_xlabel("azimuth phi [deg]")
+        ax.set_ylabel("polar angle theta [deg]")
+        ax.set_title(f"{name}: mode {mode}, {tm.frequencies_hz[mode]:.0f} Hz, R = {R0:.3g} m")
+    fig.colorbar(im, ax=list(axes[0]), label="|p| [Pa per unit modal amplitude]")
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path

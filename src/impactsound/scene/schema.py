@@ -5,10 +5,11 @@ name the scene file and the field (``object[2].velocity``) and say what would fi
 """
 from __future__ import annotations
 
+
 import math
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -79,6 +80,8 @@ class SceneSpec(_Strict):
     modal_order: int = 2
     max_modes: int = 200
     pan_budget: float = Field(default=1.2e10, gt=0)
+    transfer: Literal["auto", "ffat", "low_order"] = "auto"
+    transfer_max_modes: int = Field(default=20, ge=1)
 
     @field_validator("sources")
     @classmethod
@@ -212,7 +215,8 @@ def parse_scene(data: dict, base: Path = Path("."), src: str = "<scene>") -> Sce
                   sample_rate=int(s.sample_rate), seed=int(s.seed), sources=tuple(s.sources), air=air,
                   timestep=float(s.timestep), event_log=str((base / s.event_log).resolve()) if s.event_log
                   else None, modal_order=s.modal_order, max_modes=s.max_modes,
-                  pan_budget=float(s.pan_budget), path=src)
+                  pan_budget=float(s.pan_budget), transfer=s.transfer,
+                  transfer_max_modes=int(s.transfer_max_modes), path=src)
     _check_listeners(scene)
     return scene
 

@@ -63,13 +63,14 @@ class ModalSource:
     model are silent here but still act as contact partners); ground: scene ground (None: rigid plane);
     air: speed of sound c [m/s] and density rho [kg/m^3]; mode_cutoff_db: stop updating a mode once this many dB
     below its peak (None: never); n_threads: worker threads for synthesis (None: all available cores; the
-    result does not depend on it).
+    result does not depend on it); transfers: {body name: transfer.precompute.TransferModel} whose FFAT maps
+    radiate that body's first modes (the rest keep the compact model).
     """
 
     kind = "modal"
 
     def __init__(self, bodies, models, ground, air, *, mode_cutoff_db: float | None = 100.0,
-                 n_threads: int | None = None):
+                 n_threads: int | None = None, transfers: dict | None = None):
         self.bodies = list(bodies)
         names = [b.name for b in self.bodies]
         unknown = [k for k in models if k not in names]
@@ -80,6 +81,8 @@ class ModalSource:
         self.air = air
         self.mode_cutoff_db = mode_cutoff_db
         self.n_threads = n_threads
+        # {body name: TransferModel}: FFAT maps of a body's first modes replace the compact model for them
+        self.transfers = dict(transfers or {})
         self._surface: dict[str, SurfaceCurvature] = {}
         self._moments: dict[str, tuple[np.ndarray, np.ndarray]] = {}
 
@@ -187,14 +190,48 @@ class ModalSource:
             if not keep.any():
                 continue
             rows, x_s, face, bary, J_b, tau, R, pos = self.contact_parameters(events, i)
-            V, D = self._moments_of(body.name)
-            basis = compact_basis(V[keep], D[keep])
             xl_b = _to_body(R, pos, np.broadcast_to(L_w, (len(rows),) + L_w.shape))
-            geom, delay = compact_geometry(xl_b, self.air.c, self.air.rho)
             imp = np.empty((len(rows), int(keep.sum())))
             for a in range(0, len(rows), _EVENT_BLOCK):           # bounded memory: (block, m, 3)
                 u = model.shapes_at(face[a:a + _EVENT_BLOCK], bary[a:a + _EVENT_BLOCK])[:, keep, :]
                 imp[a:a + _EVENT_BLOCK] = np.einsum("nmc,nc->nm", u, J_b[a:a + _EVENT_BLOCK])  # I_j = u_j . J
-            y += synthesize(2 * np.pi * f[keep], xi[keep], events.t[rows], tau, imp, delay, geom, basis,
-                            fs, n_samples, cutoff_db=self.mode_cutoff_db, n_threads=self.n_threads)
+            tm = self.transfers.get(body.name)
+            idx = np.flatnonzero(keep)
+            ffat = idx < (tm.n_modes if tm is not None else 0)          # modes with an FFAT map
+            if (~ffat).any():
+                V, D = self._moments_of(body.name)
+                sel = idx[~ffat]
+                geom, delay = compact_geometry(xl_b, self.air.c, self.air.rho)
+                y += synthesize(2 * np.pi * f[sel], xi[sel], events.t[rows], tau, imp[:, ~ffat], delay, geom,
+                                compact_basis(V[sel], D[sel]), fs, n_samples, cutoff_db=self.mode_cutoff_db,
+                                n_threads=self.n_threads)
+            if ffat.any():
+                y += self._render_ffat(tm, idx[ffat], f, xi, events.t[rows], tau, imp[:, ffat], xl_b, fs,
+                                       n_samples, body.name)
+        return out
+
+    def _render_ffat(self, tm, modes, f, xi, t0, tau, imp, xl_b, fs, n_samples, name):
+        """Modes radiated by FFAT maps, phase-correct form of modal-sound.md sec. 6d: with P_j = p_j(x) e^{-ikr}
+        (e^{-i w t}), p(t) = sum_j Re(P_j) q_j(t - r/c) - Im(P_j) q_j'(t - r/c) / w_j. The per-(event, mode)
+        weights fold into the modal impulses (the response is linear in them): one synthesis for the q terms and
+        one for the q' terms per listener."""
+        import warnings
+        E, L = xl_b.shape[:2]
+        r = np.linalg.norm(xl_b, axis=-1)                                  # (E, L)
+        R1 = 2.5 * tm.r_bar
+        if np.any(r < R1):
+            warnings.warn(f"{name}: a listener is within {R1:.3g} m of the object's centre, inside the first FFAT "
+                          f"shell; FFAT is a far-field model, so the transfer there is approximate", stacklevel=3)
+        omega = 2 * np.pi * f[modes]
+        P = tm.bank.evaluate(xl_b.reshape(-1, 3))[:, modes].reshape(E, L, len(modes))
+        P = P * np.exp(-1j * tm.bank.k[modes][None, None, :] * r[..., None])
+        delay = r / self.air.c
+        out = np.zeros((L, n_samples))
+        one = np.ones((1, len(modes)))
+        for l in range(L):
+            for order, w in ((0, P[:, l].real), (1, -P[:, l].imag / omega[None, :])):
+                geom = np.zeros((E, 1, order + 1, 1))
+                geom[:, 0, order, 0] = 1.0
+                out[l] += synthesize(omega, xi[modes], t0, tau, imp * w, delay[:, l:l + 1], geom, one, fs,
+                                     n_samples, cutoff_db=self.mode_cutoff_db, n_threads=self.n_threads)[0]
         return out

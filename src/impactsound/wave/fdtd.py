@@ -8,19 +8,31 @@ Layout: p at cell centres, vx/vy/vz on the upper x/y/z face of each cell; every 
 one ghost layer per side, so the interior update needs no bounds tests. Ghost p stays 0 (pressure-release) and the
 lower ghost faces stay 0 (rigid): the outer walls sit behind the PML and only see what it failed to absorb.
 
-The step is split so that the hot loop is one fused pass that touches each of the 4 arrays once (~32 bytes per
-cell in fp32), with everything else applied as exact linear corrections over few cells:
-1. PML velocity memory terms (they need p at step n): added to v before the fused pass.
-2. Fused pass: v^{n+1/2} from p^n, then p^{n+1} from v^{n+1/2}, plane by plane; threads own slabs of planes and
-   the faces between slabs are updated first, so the pass has no races and gives the same bits for any thread
-   count.
-3. PML pressure memory terms (need v^{n+1/2}): subtracted from p.
-4. Body faces: the fused pass updated them as if in air; they are reset to the body's velocity and the adjacent air
-   cell's pressure is corrected by the difference (p is linear in each face velocity, so this is exact).
+One step of a plane: "face plane i" is vx[i]; "cell plane i" is p[i], vy[i], vz[i] (y and z faces only couple
+cells of the same plane). Face plane i needs p^n of cell planes i and i+1; cell plane i needs vx^{n+1/2} of face
+planes i-1 and i. ``_plane`` advances face plane i then cell plane i in one pass over its rows (each row: the
+velocity loops, then the pressure loop, so the inner loops vectorise), with everything else fused into that pass:
+- CPML memory terms of the layers the plane, the row or the row's ends lie in (Roden & Gedney 2000; kappa = 1,
+  polynomial grading of order 3, target reflection 1e-3), in place of the paper's Liu & Tao (1997) split-field
+  PML: both are perfectly matched in the continuum, and the CPML only needs memory inside the layers. The layer is
+  in the same pass as the interior, so it costs its extra arithmetic, not extra sweeps over memory.
+- Body faces whose air cell is in the plane: the pass updated them as if in air; they are reset to the body's
+  velocity and the air cell's pressure is corrected by the difference (p is linear in each face velocity, so
+  this is exact); then the solid cells next to the surface are cleared.
+- Point sources, and the receivers' share of the plane (trilinear interpolation split into two planes).
 
-PML: convolutional PML (Roden & Gedney 2000; kappa = 1, polynomial grading of order 3) in place of the paper's
-Liu & Tao (1997) split-field PML: both are perfectly matched in the continuum, and the CPML needs memory only
-inside the layers, leaving the interior kernel untouched.
+Temporal blocking (``_sweep``): a wavefront advances plane i to level s right after plane i+1 reached level s-1, so
+``block_steps`` steps run while a plane is in cache: ~32/block_steps bytes of memory traffic per cell-update in
+fp32 instead of >= 32 for a one-pass step, which is what a machine with 2 cores and ~28 GB/s is bound by.
+Threads (``_run``) own slabs of planes; next to a slab boundary the wavefront shrinks by one plane per level (a
+trapezoid, no reads of the other slab's planes at the wrong level), and ``_seam`` then fills the triangle between
+slabs. Every cell gets the same arithmetic in any schedule, so the result is bit-identical for any thread count and
+block size (tests/unit/test_fdtd_kernels.py).
+
+Threads: compiled kernels release the GIL and run on a plain Python thread pool (one dispatch per slab and block of
+steps), so neither results nor speed depend on Numba's threading layer or on the user's environment (OpenMP's
+default wait policy was seen to stall on a fresh machine, and it stalls badly when another process takes a core;
+bench/bench_fdtd.py --threading compares prange under each layer).
 """
 from __future__ import annotations
 
@@ -35,11 +47,15 @@ import numpy as np
 from ..errors import SolverError
 
 COURANT_LIMIT = 1.0 / math.sqrt(3.0)
+#: time steps per pass over memory in FDTDSolver.run (temporal blocking; see the module docstring)
+DEFAULT_BLOCK_STEPS = 4
+#: absorbing-layer cells per side (with the CPML grading of _cpml_profile: <= -47 dB reflection of a PAN pulse at
+#: 10 cells per wavelength, <= -75 dB for the smoother Gaussian of tests/validation/test_fdtd.py)
+DEFAULT_NPML = 8
+#: slabs per thread in a pass (more than one lets a thread that got more CPU take more slabs)
+SLABS_PER_THREAD = 1
 
-# Threads: compiled kernels release the GIL and run on a plain thread pool, so the result and the speed do not
-# depend on Numba's threading layer (OpenMP's default wait policy was seen to stall on a fresh machine) or on the
-# user's environment. Work is split into fixed slabs; every cell is updated by exactly one thread, so results are
-# bit-identical for any thread count.
+# Threads: see the module docstring.
 _POOL: ThreadPoolExecutor | None = None
 
 
@@ -69,146 +85,176 @@ def _run(calls, threads: int) -> None:
 
 # ---------------------------------------------------------------------------------------------------------------
 # kernels
+#
+# State of a plane during a sweep: "face plane i" is vx[i] (the x faces between cell planes i and i+1); "cell
+# plane i" is p[i], vy[i], vz[i] (the y and z faces of a cell plane only couple cells of the same plane). One step
+# of face plane i needs p^n of cell planes i and i+1; one step of cell plane i needs vx^{n+1/2} of face planes
+# i-1 and i. A sweep over increasing i that advances face plane i and then cell plane i (``_plane``) respects both,
+# and so does a wavefront that advances plane i to level s while plane i+1 is at level s-1 (``_sweep``).
 # ---------------------------------------------------------------------------------------------------------------
 @nb.njit(cache=True, nogil=True)
-def _x_faces_plane(p, vx, cv, i):
-    """vx on the plane of faces i (between planes i and i+1) from p at step n."""
+def _plane(F, X, Y, Z, B, R, i, lev, do_face, do_cell):
+    """Advance face plane i (do_face) and/or cell plane i (do_cell) by one step, to time level ``lev`` of the
+    current block (0-based): interior update, then the CPML memory terms of the layers the plane lies in, then
+    (cell plane) the body faces whose air cell is in plane i, the solid layer, point sources and receivers.
+
+    F = (p, vx, vy, vz, cv, cp, vcoef, pcoef); X = x-layer (face map, a, b, psi, cell map, a, b, psi) indexed by
+    plane; Y = the same indexed by row j (psi[i, m, k]); Z = (face lo end, face hi start, a, b, psi, cell lo end,
+    cell hi start, a, b, psi) over k (psi[i, j, m]); B = body and point sources; R = receivers."""
+    p, vx, vy, vz, cv, cp, vcoef, pcoef = F
+    xfm, xfa, xfb, xfpsi, xcm, xca, xcb, xcpsi = X
+    yfm, yfa, yfb, yfpsi, ycm, yca, ycb, ycpsi = Y
+    zf0, zf1, zfa, zfb, zfpsi, zc0, zc1, zca, zcb, zcpsi = Z
     ny = p.shape[1] - 2
     nz = p.shape[2] - 2
+    mxf = xfm[i]
+    mxc = xcm[i]
+    u = np.uint64                      # z layer: faces 1..zf0 are m = k - 1, faces zf1..nz are m = zf0 + k - zf1
     for j in range(1, ny + 1):
-        for k in range(1, nz + 1):
-            vx[i, j, k] -= cv * (p[i + 1, j, k] - p[i, j, k])
-
-
-@nb.njit(cache=True, nogil=True)
-def _fused_slab(p, vx, vy, vz, cv, cp, a, b, last_x_done):
-    """One leapfrog step on planes a..b-1: v^{n+1/2} = v^{n-1/2} - cv grad p^n, then p^{n+1} = p^n - cp div v^{n+1/2},
-    row by row (each row's faces first, then its pressures, so the inner loops vectorise). The x faces of plane b-1
-    need p of plane b at step n: when another slab owns plane b they were updated beforehand (last_x_done)."""
-    ny = p.shape[1] - 2
-    nz = p.shape[2] - 2
-    for i in range(a, b):
-        do_x = not (last_x_done and i == b - 1)
-        for j in range(1, ny + 1):
-            if do_x:
+        if do_face:
+            if mxf < 0:
                 for k in range(1, nz + 1):
                     vx[i, j, k] -= cv * (p[i + 1, j, k] - p[i, j, k])
-            for k in range(1, nz + 1):
-                vy[i, j, k] -= cv * (p[i, j + 1, k] - p[i, j, k])
+            else:
+                a = xfa[mxf]
+                b = xfb[mxf]
+                for k in range(1, nz + 1):
+                    d = p[i + 1, j, k] - p[i, j, k]
+                    s = b * xfpsi[mxf, j, k] + a * d
+                    xfpsi[mxf, j, k] = s
+                    vx[i, j, k] = (vx[i, j, k] - cv * d) - vcoef * s
+        if do_cell:
+            myf = yfm[j]
+            if myf < 0:
+                for k in range(1, nz + 1):
+                    vy[i, j, k] -= cv * (p[i, j + 1, k] - p[i, j, k])
+            else:
+                a = yfa[myf]
+                b = yfb[myf]
+                for k in range(1, nz + 1):
+                    d = p[i, j + 1, k] - p[i, j, k]
+                    s = b * yfpsi[i, myf, k] + a * d
+                    yfpsi[i, myf, k] = s
+                    vy[i, j, k] = (vy[i, j, k] - cv * d) - vcoef * s
             for k in range(1, nz + 1):
                 vz[i, j, k] -= cv * (p[i, j, k + 1] - p[i, j, k])
+            # z layer: two runs of k per row. Unsigned indices (no negative-index wraparound) and runs padded to
+            # >= 16 (zero-strength entries) let LLVM vectorise these short loops.
+            for q in range(zf0):
+                k = u(1 + q)
+                s = zfb[q] * zfpsi[i, j, q] + zfa[q] * (p[i, j, k + u(1)] - p[i, j, k])
+                zfpsi[i, j, q] = s
+                vz[i, j, k] -= vcoef * s
+            for q in range(nz + 1 - zf1):
+                k = u(zf1 + q)
+                m = u(zf0 + q)
+                s = zfb[m] * zfpsi[i, j, m] + zfa[m] * (p[i, j, k + u(1)] - p[i, j, k])
+                zfpsi[i, j, m] = s
+                vz[i, j, k] -= vcoef * s
             for k in range(1, nz + 1):
                 p[i, j, k] -= cp * ((vx[i, j, k] - vx[i - 1, j, k]) + (vy[i, j, k] - vy[i, j - 1, k])
                                     + (vz[i, j, k] - vz[i, j, k - 1]))
-
-
-@nb.njit(cache=True, nogil=True)
-def _pml_velocity(p, v, psi, idx, a, b, coef, axis, m0, m1):
-    """CPML memory term for dp/d(axis) on faces idx[m0:m1] (along ``axis``): psi = b psi + a dp, v -= coef psi."""
-    n0, n1, n2 = p.shape
-    for m in range(m0, m1):
-        f = idx[m]
-        am = a[m]
-        bm = b[m]
-        if axis == 0:
-            for j in range(1, n1 - 1):
-                for k in range(1, n2 - 1):
-                    s = bm * psi[m, j, k] + am * (p[f + 1, j, k] - p[f, j, k])
-                    psi[m, j, k] = s
-                    v[f, j, k] -= coef * s
-        elif axis == 1:
-            for i in range(1, n0 - 1):
-                for k in range(1, n2 - 1):
-                    s = bm * psi[m, i, k] + am * (p[i, f + 1, k] - p[i, f, k])
-                    psi[m, i, k] = s
-                    v[i, f, k] -= coef * s
-
-
-
-@nb.njit(cache=True, nogil=True)
-def _pml_velocity_z(p, v, psi, idx, a, b, coef, i0, i1):
-    """z-axis version of _pml_velocity over planes i0..i1-1; psi is (n0, n1, len(idx)) so the innermost loop
-    runs along the contiguous z axis."""
-    n1 = p.shape[1]
-    for i in range(i0, i1):
-        for j in range(1, n1 - 1):
-            for m in range(idx.size):
-                f = idx[m]
-                s = b[m] * psi[i, j, m] + a[m] * (p[i, j, f + 1] - p[i, j, f])
-                psi[i, j, m] = s
-                v[i, j, f] -= coef * s
-
-
-@nb.njit(cache=True, nogil=True)
-def _pml_pressure_z(p, v, psi, idx, a, b, coef, i0, i1):
-    """z-axis version of _pml_pressure over planes i0..i1-1 (psi is (n0, n1, len(idx)))."""
-    n1 = p.shape[1]
-    for i in range(i0, i1):
-        for j in range(1, n1 - 1):
-            for m in range(idx.size):
-                c = idx[m]
-                s = b[m] * psi[i, j, m] + a[m] * (v[i, j, c] - v[i, j, c - 1])
-                psi[i, j, m] = s
-                p[i, j, c] -= coef * s
-
-
-@nb.njit(cache=True, nogil=True)
-def _pml_pressure(p, v, psi, idx, a, b, coef, axis, m0, m1):
-    """CPML memory term for dv/d(axis) in cells idx[m0:m1]: psi = b psi + a dv, p -= coef psi."""
-    n0, n1, n2 = p.shape
-    for m in range(m0, m1):
-        c = idx[m]
-        am = a[m]
-        bm = b[m]
-        if axis == 0:
-            for j in range(1, n1 - 1):
-                for k in range(1, n2 - 1):
-                    s = bm * psi[m, j, k] + am * (v[c, j, k] - v[c - 1, j, k])
-                    psi[m, j, k] = s
-                    p[c, j, k] -= coef * s
-        elif axis == 1:
-            for i in range(1, n0 - 1):
-                for k in range(1, n2 - 1):
-                    s = bm * psi[m, i, k] + am * (v[i, c, k] - v[i, c - 1, k])
-                    psi[m, i, k] = s
-                    p[i, c, k] -= coef * s
-
-
-
-@nb.njit(cache=True)
-def _body_faces(p, vx, vy, vz, faces, vb, cp, solid):
-    """Reset body faces to the body velocity vb and correct the adjacent air cell's pressure (exact: p^{n+1} is
-    linear in each face velocity). faces: (n, 5) int = axis, i, j, k (face index), sign (+1: the air cell is the
-    lower cell, i.e. the face is its upper face; -1: the air cell is the upper one). Then p = 0 in solid cells."""
-    for m in range(faces.shape[0]):
-        ax = faces[m, 0]
-        i = faces[m, 1]
-        j = faces[m, 2]
-        k = faces[m, 3]
-        s = faces[m, 4]
+            if mxc >= 0:
+                a = xca[mxc]
+                b = xcb[mxc]
+                for k in range(1, nz + 1):
+                    s = b * xcpsi[mxc, j, k] + a * (vx[i, j, k] - vx[i - 1, j, k])
+                    xcpsi[mxc, j, k] = s
+                    p[i, j, k] -= pcoef * s
+            myc = ycm[j]
+            if myc >= 0:
+                a = yca[myc]
+                b = ycb[myc]
+                for k in range(1, nz + 1):
+                    s = b * ycpsi[i, myc, k] + a * (vy[i, j, k] - vy[i, j - 1, k])
+                    ycpsi[i, myc, k] = s
+                    p[i, j, k] -= pcoef * s
+            for q in range(zc0):
+                k = u(1 + q)
+                s = zcb[q] * zcpsi[i, j, q] + zca[q] * (vz[i, j, k] - vz[i, j, u(q)])
+                zcpsi[i, j, q] = s
+                p[i, j, k] -= pcoef * s
+            for q in range(nz + 1 - zc1):
+                k = u(zc1 + q)
+                m = u(zc0 + q)
+                s = zcb[m] * zcpsi[i, j, m] + zca[m] * (vz[i, j, k] - vz[i, j, u(zc1 - 1 + q)])
+                zcpsi[i, j, m] = s
+                p[i, j, k] -= pcoef * s
+    if not do_cell:
+        return
+    # body faces whose air cell is in this plane: reset to the body velocity, correct the air cell (exact: p is
+    # linear in each face velocity), then clear the solid cells next to the surface
+    bptr, bface, vbl, sptr, solid, scell, sval = B
+    for m in range(bptr[i], bptr[i + 1]):
+        ax = bface[m, 0]
+        fi = bface[m, 1]
+        fj = bface[m, 2]
+        fk = bface[m, 3]
+        vb = vbl[lev, m]
         if ax == 0:
-            d = vb[m] - vx[i, j, k]
-            vx[i, j, k] = vb[m]
-            if s > 0:
-                p[i, j, k] -= cp * d
+            d = vb - vx[fi, fj, fk]
+            vx[fi, fj, fk] = vb
+            if bface[m, 4] > 0:
+                p[fi, fj, fk] -= cp * d
             else:
-                p[i + 1, j, k] += cp * d
+                p[fi + 1, fj, fk] += cp * d
         elif ax == 1:
-            d = vb[m] - vy[i, j, k]
-            vy[i, j, k] = vb[m]
-            if s > 0:
-                p[i, j, k] -= cp * d
+            d = vb - vy[fi, fj, fk]
+            vy[fi, fj, fk] = vb
+            if bface[m, 4] > 0:
+                p[fi, fj, fk] -= cp * d
             else:
-                p[i, j + 1, k] += cp * d
+                p[fi, fj + 1, fk] += cp * d
         else:
-            d = vb[m] - vz[i, j, k]
-            vz[i, j, k] = vb[m]
-            if s > 0:
-                p[i, j, k] -= cp * d
+            d = vb - vz[fi, fj, fk]
+            vz[fi, fj, fk] = vb
+            if bface[m, 4] > 0:
+                p[fi, fj, fk] -= cp * d
             else:
-                p[i, j, k + 1] += cp * d
-    for m in range(solid.shape[0]):
-        p[solid[m, 0], solid[m, 1], solid[m, 2]] = 0.0
+                p[fi, fj, fk + 1] += cp * d
+    for m in range(sptr[i], sptr[i + 1]):
+        p[i, solid[m, 1], solid[m, 2]] = 0.0
+    for m in range(scell.shape[0]):
+        if scell[m, 0] == i:
+            p[i, scell[m, 1], scell[m, 2]] += sval[lev, m]
+    # receivers: this plane's bilinear share of each trilinear sample (one output slot per receiver and plane)
+    rptr, rslot, rjk, rw, out = R
+    for e in range(rptr[i], rptr[i + 1]):
+        j0 = rjk[e, 0]
+        k0 = rjk[e, 1]
+        fy = rw[e, 1]
+        fz = rw[e, 2]
+        acc = ((1.0 - fy) * ((1.0 - fz) * p[i, j0, k0] + fz * p[i, j0, k0 + 1])
+               + fy * ((1.0 - fz) * p[i, j0 + 1, k0] + fz * p[i, j0 + 1, k0 + 1]))
+        out[lev, rslot[e]] = rw[e, 0] * acc
+
+
+@nb.njit(cache=True, nogil=True)
+def _sweep(F, X, Y, Z, B, R, a, b, lo_seam, hi_seam, T):
+    """T steps of planes a..b-1 as a wavefront (plane i at level s right after plane i+1 at level s-1), so each
+    plane is loaded from memory once per T steps. Next to a seam with another thread's slab (lo_seam/hi_seam) the
+    region shrinks by one plane per level (a trapezoid); ``_seam`` fills the triangles left between slabs."""
+    for it in range(a, b + T - 1):
+        for s in range(1, T + 1):
+            i = it - s + 1
+            if i < a:
+                break
+            if i >= b:
+                continue
+            top = b - 1 - s * hi_seam
+            df = a + (s - 1) * lo_seam <= i <= top
+            dc = a + s * lo_seam <= i <= top
+            if df or dc:
+                _plane(F, X, Y, Z, B, R, i, s - 1, df, dc)
+
+
+@nb.njit(cache=True, nogil=True)
+def _seam(F, X, Y, Z, B, R, b, T):
+    """The triangle left by ``_sweep`` between the slabs below and above plane b: at level s, face planes
+    b-s..b+s-2 and cell planes b-s..b+s-1."""
+    for s in range(1, T + 1):
+        for i in range(b - s, b + s):
+            _plane(F, X, Y, Z, B, R, i, s - 1, i <= b + s - 2, True)
 
 
 @nb.njit(cache=True)
@@ -244,7 +290,7 @@ class Grid:
     shape: tuple[int, int, int]
     dx: float
     origin: np.ndarray = field(default_factory=lambda: np.zeros(3))
-    npml: int = 12
+    npml: int = DEFAULT_NPML
 
     def cell_centres(self, axis: int) -> np.ndarray:
         """Centre coordinate along ``axis`` of padded index 0..n+1."""
@@ -256,18 +302,25 @@ class Grid:
         return int(np.prod(self.shape))
 
     def memory_bytes(self, dtype=np.float32) -> int:
-        nx, ny, nz = self.shape
-        return 4 * (nx + 2) * (ny + 2) * (nz + 2) * np.dtype(dtype).itemsize
+        return solver_bytes(self.shape, self.npml, dtype)
 
 
-def centred_grid(half_width: float, dx: float, npml: int = 12, centre=(0.0, 0.0, 0.0)) -> Grid:
+def solver_bytes(shape, npml: int, dtype=np.float32) -> int:
+    """Bytes of an FDTDSolver's arrays: p, vx, vy, vz and the CPML memory (face and cell layers on each axis)."""
+    nx, ny, nz = (int(n) + 2 for n in shape)
+    layer = 2 * (2 * min(npml, nx // 2)) * ny * nz + 2 * (2 * min(npml, ny // 2)) * nx * nz \
+        + 2 * (2 * min(max(npml, Z_LAYER_PAD), nz // 2)) * nx * ny
+    return (4 * nx * ny * nz + layer) * np.dtype(dtype).itemsize
+
+
+def centred_grid(half_width: float, dx: float, npml: int = DEFAULT_NPML, centre=(0.0, 0.0, 0.0)) -> Grid:
     """A cubic grid covering [-half_width, half_width]^3 around ``centre`` (plus the PML outside it)."""
     n = int(math.ceil(2 * half_width / dx)) + 2 * npml
     origin = np.asarray(centre, float) - 0.5 * n * dx
     return Grid((n, n, n), dx, origin, npml)
 
 
-def _cpml_profile(grid: Grid, axis: int, c: float, dt: float, R: float = 1e-6, order: int = 3):
+def _cpml_profile(grid: Grid, axis: int, c: float, dt: float, R: float = 1e-3, order: int = 3):
     """(face indices, a, b) and (cell indices, a, b) of the CPML on both ends of ``axis`` (Roden & Gedney 2000,
     kappa = 1, alpha = 0): psi_{n+1} = b psi_n + a * derivative, b = exp(-sigma dt), a = b - 1."""
     n = grid.shape[axis]
@@ -357,14 +410,53 @@ def voxelize(grid: Grid, inside) -> BodyBoundary:
     return BodyBoundary(solid=layer.astype(np.int64), faces=faces, centres=cen)
 
 
+def _layer_tables(idx: np.ndarray, a: np.ndarray, b: np.ndarray, n: int, dtype, dx: float):
+    """Index map (n + 2,) -> position in the layer arrays (-1 outside), and a / dx, b in ``dtype``."""
+    m = np.full(n + 2, -1, np.int64)
+    m[idx] = np.arange(len(idx))
+    return m, (a / dx).astype(dtype), b.astype(dtype)
+
+
+#: the z layer's runs of k are padded to at least this many entries (zero strength: a = 0, b = 1, so psi stays 0
+#: and adds nothing): LLVM only enters the vectorised body of a loop for 16+ iterations (fp32)
+Z_LAYER_PAD = 16
+
+
+def _z_layer(idx: np.ndarray, a: np.ndarray, b: np.ndarray, n: int, dtype, dx: float):
+    """z layer as two runs: (lo, hi_start, a / dx, b) with layer entries m = k - 1 for k = 1..lo and
+    m = lo + k - hi_start for k = hi_start..n; runs padded to Z_LAYER_PAD with zero-strength entries."""
+    lo_idx = idx[idx <= n // 2]
+    hi_idx = idx[idx > n // 2]
+    lo = int(lo_idx[-1]) if len(lo_idx) else 0
+    hi_start = int(hi_idx[0]) if len(hi_idx) else n + 1
+    if not (np.array_equal(lo_idx, np.arange(1, lo + 1)) and np.array_equal(hi_idx, np.arange(hi_start, n + 1))):
+        raise SolverError("internal: the absorbing layer must be contiguous at both ends of each axis")
+    a_lo, b_lo = a[: len(lo_idx)], b[: len(lo_idx)]
+    a_hi, b_hi = a[len(lo_idx):], b[len(lo_idx):]
+    if lo:
+        pad = min(max(lo, Z_LAYER_PAD), n // 2) - lo
+        a_lo, b_lo = np.concatenate([a_lo, np.zeros(pad)]), np.concatenate([b_lo, np.ones(pad)])
+        lo += pad
+    if hi_start <= n:
+        pad = min(max(n + 1 - hi_start, Z_LAYER_PAD), n // 2) - (n + 1 - hi_start)
+        a_hi, b_hi = np.concatenate([np.zeros(pad), a_hi]), np.concatenate([np.ones(pad), b_hi])
+        hi_start -= pad
+    return lo, hi_start, (np.concatenate([a_lo, a_hi]) / dx).astype(dtype), np.concatenate([b_lo, b_hi]).astype(dtype)
+
+
 class FDTDSolver:
     """Leapfrog solver state on ``grid``. Units: c [m/s], rho [kg/m^3], dt [s]; dtype float32 or float64.
 
     Use: ``s = FDTDSolver(grid, c, rho, dt)``; optionally ``s.set_body(boundary)`` and ``s.set_receivers(points)``;
-    then call ``s.step(body_acceleration=..., source=...)`` per step, reading ``s.receive()``."""
+    then either ``s.step(...)`` per step (reading ``s.receive()``), or ``s.run(n_steps, ...)``, which advances
+    ``block_steps`` steps per pass over memory and records the receivers after every step.
+
+    threads: worker threads (default: the CPUs this process may use); block_steps: steps per pass (temporal
+    blocking; default 4). Neither changes the result: every cell is updated by the same arithmetic in any
+    schedule, so the fields are bit-identical for any thread count and block size."""
 
     def __init__(self, grid: Grid, c: float = 343.2, rho: float = 1.2041, dt: float | None = None,
-                 dtype=np.float32, threads: int | None = None):
+                 dtype=np.float32, threads: int | None = None, block_steps: int | None = None):
         if dt is None:
             dt = 0.99 * COURANT_LIMIT * grid.dx / c
         courant = c * dt / grid.dx
@@ -374,33 +466,54 @@ class FDTDSolver:
             raise SolverError(f"unstable time step: Courant number c dt/dx = {courant:.4f} exceeds 1/sqrt(3) = "
                               f"{COURANT_LIMIT:.4f}; the largest stable dt for dx = {grid.dx:g} m is "
                               f"{COURANT_LIMIT * grid.dx / c:.6g} s")
-        self.grid, self.c, self.rho, self.dt = grid, float(c), float(rho), float(dt)
         self.dtype = np.dtype(dtype)
+        if self.dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
+            raise SolverError(f"FDTD dtype must be float32 or float64, not {self.dtype}")
+        self.grid, self.c, self.rho, self.dt = grid, float(c), float(rho), float(dt)
         shp = tuple(n + 2 for n in grid.shape)
         self.p = np.zeros(shp, self.dtype)
         self.v = [np.zeros(shp, self.dtype) for _ in range(3)]
         dx = grid.dx
-        self.cv = self.dtype.type(dt / (rho * dx))
-        self.cp = self.dtype.type(rho * c * c * dt / dx)
+        T = self.dtype.type
+        self.cv = T(dt / (rho * dx))
+        self.cp = T(rho * c * c * dt / dx)
         self.threads = max(1, int(threads or default_threads()))
-        nx = grid.shape[0]
-        nchunk = max(1, min(self.threads, nx // 2))
-        self.bounds = np.linspace(1, nx + 1, nchunk + 1).round().astype(np.int64)
-        self._pml = []
+        self.block_steps = max(1, int(block_steps or DEFAULT_BLOCK_STEPS))
+        nx, ny, nz = grid.shape
+        layers = []
         for ax in range(3):
             (fi, fa, fb), (ci, ca, cb) = _cpml_profile(grid, ax, c, dt)
-            other = [grid.shape[d] + 2 for d in range(3) if d != ax]
-            shp_f, shp_c = ((*other, len(fi)), (*other, len(ci))) if ax == 2 else \
-                ((len(fi), *other), (len(ci), *other))
-            self._pml.append(dict(
-                fi=fi, fa=(fa / dx).astype(self.dtype), fb=fb.astype(self.dtype),
-                ci=ci, ca=(ca / dx).astype(self.dtype), cb=cb.astype(self.dtype),
-                psi_f=np.zeros(shp_f, self.dtype), psi_c=np.zeros(shp_c, self.dtype)))
+            n = grid.shape[ax]
+            layers.append((fi, fa, fb, ci, ca, cb, n))
+        # x: per plane; psi (layer planes, ny + 2, nz + 2)
+        fi, fa, fb, ci, ca, cb, n = layers[0]
+        xf = _layer_tables(fi, fa, fb, n, self.dtype, dx)
+        xc = _layer_tables(ci, ca, cb, n, self.dtype, dx)
+        self._X = (xf[0], xf[1], xf[2], np.zeros((len(fi), ny + 2, nz + 2), self.dtype),
+                   xc[0], xc[1], xc[2], np.zeros((len(ci), ny + 2, nz + 2), self.dtype))
+        # y: per row; psi (nx + 2, layer rows, nz + 2)
+        fi, fa, fb, ci, ca, cb, n = layers[1]
+        yf = _layer_tables(fi, fa, fb, n, self.dtype, dx)
+        yc = _layer_tables(ci, ca, cb, n, self.dtype, dx)
+        self._Y = (yf[0], yf[1], yf[2], np.zeros((nx + 2, len(fi), nz + 2), self.dtype),
+                   yc[0], yc[1], yc[2], np.zeros((nx + 2, len(ci), nz + 2), self.dtype))
+        # z: two runs of k per row; psi (nx + 2, ny + 2, layer cells)
+        fi, fa, fb, ci, ca, cb, n = layers[2]
+        zf0, zf1, zfa, zfb = _z_layer(fi, fa, fb, n, self.dtype, dx)
+        zc0, zc1, zca, zcb = _z_layer(ci, ca, cb, n, self.dtype, dx)
+        self._Z = (zf0, zf1, zfa, zfb, np.zeros((nx + 2, ny + 2, len(zfa)), self.dtype),
+                   zc0, zc1, zca, zcb, np.zeros((nx + 2, ny + 2, len(zca)), self.dtype))
         self.body: BodyBoundary | None = None
         self.vb = np.zeros(0, np.float64)
+        self._bperm = np.zeros(0, np.int64)
+        self._bptr = np.zeros(nx + 3, np.int64)
+        self._bface = np.zeros((0, 5), np.int64)
+        self._sptr = np.zeros(nx + 3, np.int64)
+        self._solid = np.zeros((0, 3), np.int64)
         self._recv_idx = np.zeros((0, 3), np.int64)
         self._recv_w = np.zeros((0, 3), np.float64)
         self._recv_out = np.zeros(0, np.float64)
+        self._set_plane_receivers()
         self.n = 0
 
     @property
@@ -408,22 +521,74 @@ class FDTDSolver:
         return self.c * self.dt / self.grid.dx
 
     def set_body(self, body: BodyBoundary) -> None:
+        """Rigid body faces (voxelize()); their velocity starts at 0 and follows step()/run()."""
         self.body = body
         self.vb = np.zeros(len(body.faces), np.float64)
+        nx = self.grid.shape[0]
+        f = body.faces
+        air_plane = f[:, 1] + ((f[:, 0] == 0) & (f[:, 4] < 0))     # plane of the air cell each face drives
+        self._bperm = np.argsort(air_plane, kind="stable")
+        self._bface = np.ascontiguousarray(f[self._bperm])
+        self._bptr = np.searchsorted(air_plane[self._bperm], np.arange(nx + 3)).astype(np.int64)
+        sol = body.solid[np.argsort(body.solid[:, 0], kind="stable")]
+        self._solid = np.ascontiguousarray(sol, dtype=np.int64)
+        self._sptr = np.searchsorted(sol[:, 0], np.arange(nx + 3)).astype(np.int64)
 
     def set_receivers(self, points: np.ndarray) -> None:
         """Receivers at world points (n, 3) [m], trilinearly interpolated from cell-centred pressure."""
         g = self.grid
-        x = (np.asarray(points, float) - g.origin) / g.dx + 0.5   # padded cell index coordinate
+        x = (np.asarray(points, float).reshape(-1, 3) - g.origin) / g.dx + 0.5   # padded cell index coordinate
         i0 = np.floor(x).astype(np.int64)
         if np.any(i0 < 1) or np.any(i0 + 1 > np.array(g.shape)):
             raise SolverError("a receiver lies outside the grid interior")
         self._recv_idx, self._recv_w = i0, x - i0
         self._recv_out = np.zeros(len(i0), np.float64)
+        self._set_plane_receivers()
+
+    def _set_plane_receivers(self) -> None:
+        """Per-plane receiver tables for the sweep: receiver m has slot 2m (plane i0) and 2m + 1 (plane i0 + 1)."""
+        nr = len(self._recv_idx)
+        nx = self.grid.shape[0]
+        plane = np.concatenate([self._recv_idx[:, 0], self._recv_idx[:, 0] + 1])
+        slot = np.concatenate([2 * np.arange(nr), 2 * np.arange(nr) + 1])
+        wx = np.concatenate([1.0 - self._recv_w[:, 0], self._recv_w[:, 0]])
+        jk = np.concatenate([self._recv_idx[:, 1:], self._recv_idx[:, 1:]])
+        fyz = np.concatenate([self._recv_w[:, 1:], self._recv_w[:, 1:]])
+        o = np.argsort(plane, kind="stable")
+        self._rptr = np.searchsorted(plane[o], np.arange(nx + 3)).astype(np.int64)
+        self._rslot = slot[o].astype(np.int64)
+        self._rjk = np.ascontiguousarray(jk[o], dtype=np.int64)
+        self._rw = np.ascontiguousarray(np.column_stack([wx[o], fyz[o]]), dtype=np.float64)
 
     def receive(self) -> np.ndarray:
         _sample(self.p, self._recv_idx, self._recv_w, self._recv_out)
         return self._recv_out.copy()
+
+    def _slabs(self, T: int) -> tuple[np.ndarray, int]:
+        """Slab bounds for ``threads`` threads and the block size they allow (each slab >= 2T + 2 planes)."""
+        nx = self.grid.shape[0]
+        nt = min(self.threads * SLABS_PER_THREAD, max(1, nx // (2 * T + 2))) if self.threads > 1 else 1
+        if nt > 1:
+            return np.linspace(1, nx + 1, nt + 1).round().astype(np.int64), T
+        return np.array([1, nx + 1], np.int64), T
+
+    def _advance(self, T: int, vbl: np.ndarray, scell: np.ndarray, sval: np.ndarray, out: np.ndarray) -> None:
+        """T steps; vbl (T, faces in sweep order): body face velocity at each step; sval (T, sources) added to p of
+        cells scell after each step; out (T, 2 * receivers) receives the per-plane receiver shares."""
+        F = (self.p, self.v[0], self.v[1], self.v[2], self.cv, self.cp, self.cv * self.dtype.type(self.grid.dx),
+             self.cp * self.dtype.type(self.grid.dx))
+        B = (self._bptr, self._bface, vbl, self._sptr, self._solid, scell, sval)
+        R = (self._rptr, self._rslot, self._rjk, self._rw, out)
+        args = (F, self._X, self._Y, self._Z, B, R)
+        bnd, T = self._slabs(T)
+        ns = len(bnd) - 1
+        if ns == 1:
+            _sweep(*args, 1, self.grid.shape[0] + 1, 0, 0, T)
+        else:
+            _run([(_sweep, (*args, int(bnd[c]), int(bnd[c + 1]), int(c > 0), int(c < ns - 1), T))
+                  for c in range(ns)], self.threads)
+            _run([(_seam, (*args, int(bnd[c]), T)) for c in range(1, ns)], self.threads)
+        self.n += T
 
     def step(self, body_velocity_increment: np.ndarray | None = None,
              source: tuple[np.ndarray, float] | None = None) -> None:
@@ -432,44 +597,67 @@ class FDTDSolver:
         body_velocity_increment: (n_faces,) dt * a(t^n) along each body face's axis [m/s], added to the body-face
         velocity (dv_n/dt = a_n). source: (cell index (3,), volume-velocity rate Q [m^3/s] at t^{n+1/2}) for a
         point monopole (adds rho c^2 dt Q / dx^3 to that cell's p)."""
-        v = self.v
-        nt = self.threads
-        vcoef = self.cv * self.dtype.type(self.grid.dx)     # dt / rho
-        pcoef = self.cp * self.dtype.type(self.grid.dx)     # rho c^2 dt
-        planes = _split(self.grid.shape[0], nt)
-        calls = []
-        for ax in range(3):
-            P = self._pml[ax]
-            if not len(P["fi"]):
-                continue
-            if ax == 2:
-                calls += [(_pml_velocity_z, (self.p, v[2], P["psi_f"], P["fi"], P["fa"], P["fb"], vcoef,
-                                             i0 + 1, i1 + 1)) for i0, i1 in planes]
-            else:
-                calls += [(_pml_velocity, (self.p, v[ax], P["psi_f"], P["fi"], P["fa"], P["fb"], vcoef, ax,
-                                           m0, m1)) for m0, m1 in _split(len(P["fi"]), nt)]
-        _run(calls, nt)          # each call writes its own axis' faces in its own slab range: disjoint
-        bnd = self.bounds
-        for c in range(len(bnd) - 2):                         # faces between slabs: need p^n of both sides
-            _x_faces_plane(self.p, v[0], self.cv, bnd[c + 1] - 1)
-        _run([(_fused_slab, (self.p, v[0], v[1], v[2], self.cv, self.cp, bnd[c], bnd[c + 1], c < len(bnd) - 2))
-              for c in range(len(bnd) - 1)], nt)
-        for ax in range(3):                # the pressure terms of different axes write the same cells
-            P = self._pml[ax]
-            if not len(P["ci"]):
-                continue
-            if ax == 2:
-                _run([(_pml_pressure_z, (self.p, v[2], P["psi_c"], P["ci"], P["ca"], P["cb"], pcoef,
-                                         i0 + 1, i1 + 1)) for i0, i1 in planes], nt)
-            else:
-                _run([(_pml_pressure, (self.p, v[ax], P["psi_c"], P["ci"], P["ca"], P["cb"], pcoef, ax, m0, m1))
-                      for m0, m1 in _split(len(P["ci"]), nt)], nt)
-        if self.body is not None:
-            if body_velocity_increment is not None:
-                self.vb += body_velocity_increment
-            _body_faces(self.p, v[0], v[1], v[2], self.body.faces, self.vb.astype(self.dtype), self.cp,
-                        self.body.solid)
+        if self.body is not None and body_velocity_increment is not None:
+            self.vb += body_velocity_increment
+        vbl = self.vb[self._bperm].astype(self.dtype)[None, :]
         if source is not None:
             (i, j, k), q = source
-            self.p[i, j, k] += self.dtype.type(self.rho * self.c**2 * self.dt * q / self.grid.dx**3)
-        self.n += 1
+            scell = np.array([[i, j, k]], np.int64)
+            sval = self._source_increment([[q]])
+        else:
+            scell, sval = np.zeros((0, 3), np.int64), np.zeros((1, 0), self.dtype)
+        self._advance(1, vbl, scell, sval, np.zeros((1, 2 * len(self._recv_idx))))
+
+    def _source_increment(self, q) -> np.ndarray:
+        """p increment of a point monopole of volume-velocity rate q [m^3/s] over one step."""
+        return np.asarray(self.rho * self.c**2 * self.dt * np.asarray(q, np.float64) / self.grid.dx**3,
+                          self.dtype)
+
+    def run(self, n_steps: int, body_pattern: np.ndarray | None = None, body_scale: np.ndarray | None = None,
+            source_cells: np.ndarray | None = None, source_rates: np.ndarray | None = None,
+            progress=None, check_finite: bool = True) -> np.ndarray:
+        """Advance ``n_steps`` steps and return the receivers after each, (n_receivers, n_steps) float64.
+
+        The body faces move with velocity body_pattern * body_scale[n] during step n (body_pattern: (n_faces,)
+        along each face's axis [m/s per unit]; body_scale: (n_steps,)); without them they keep their current
+        velocity. Point monopoles (as in step()): source_cells (n_src, 3) padded cell indices, source_rates
+        (n_steps, n_src) volume-velocity rates Q [m^3/s] at t^{n+1/2}. ``progress(fraction)`` is called after
+        each block. Raises SolverError if the receivers stop being finite (checked after each block)."""
+        n_steps = int(n_steps)
+        nr = len(self._recv_idx)
+        rec = np.zeros((nr, n_steps), np.float64)
+        nb_ = len(self._bface)
+        Tb = self.block_steps
+        if source_cells is not None:
+            scell = np.ascontiguousarray(np.asarray(source_cells, np.int64).reshape(-1, 3))
+            sinc = self._source_increment(np.asarray(source_rates, np.float64).reshape(n_steps, len(scell)))
+        else:
+            scell, sinc = np.zeros((0, 3), np.int64), np.zeros((n_steps, 0), self.dtype)
+        if body_scale is not None:
+            if self.body is None or body_pattern is None:
+                raise SolverError("run(): body_scale needs a body (set_body) and a body_pattern")
+            pat = np.asarray(body_pattern, np.float64)
+            scale = np.asarray(body_scale, np.float64)
+            if pat.shape != (nb_,) or scale.shape != (n_steps,):
+                raise SolverError(f"run(): body_pattern must be ({nb_},) and body_scale ({n_steps},), not "
+                                  f"{pat.shape} and {scale.shape}")
+            pat = pat[self._bperm]
+        n = 0
+        while n < n_steps:
+            T = min(Tb, n_steps - n)
+            if body_scale is not None:
+                vbl = (scale[n:n + T, None] * pat[None, :]).astype(self.dtype)
+            else:
+                vbl = np.broadcast_to(self.vb[self._bperm].astype(self.dtype), (T, nb_)).copy()
+            out = np.zeros((T, 2 * nr))
+            self._advance(T, vbl, scell, np.ascontiguousarray(sinc[n:n + T]), out)
+            rec[:, n:n + T] = (out[:, 0::2] + out[:, 1::2]).T
+            n += T
+            if check_finite and not np.isfinite(rec[:, n - T:n]).all():
+                raise SolverError(f"the FDTD solution blew up before step {n}; report this as a bug")
+            if progress is not None:
+                progress(n / n_steps)
+        if body_scale is not None and n_steps:
+            self.vb = np.empty(nb_)
+            self.vb[self._bperm] = pat * scale[-1]
+        return rec

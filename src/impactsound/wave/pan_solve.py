@@ -12,6 +12,7 @@ Each field is an independent task: its result is written atomically to a checkpo
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +22,8 @@ import numpy as np
 
 from ..assets import Asset, content_hash, read_asset, write_asset
 from ..errors import AssetError, SolverError
-from .fdtd import COURANT_LIMIT, FDTDSolver, centred_grid, voxelize
+from ..parallel import map_tasks
+from .fdtd import COURANT_LIMIT, DEFAULT_NPML, FDTDSolver, centred_grid, solver_bytes, voxelize
 
 TASK_KIND = "pan_fdtd_task"
 
@@ -42,14 +44,14 @@ class PANGridPlan:
         return int(np.prod(self.shape))
 
     def memory_bytes(self, dtype=np.float32) -> int:
-        return 4 * int(np.prod([n + 2 for n in self.shape])) * np.dtype(dtype).itemsize
+        return solver_bytes(self.shape, self.npml, dtype)
 
     def cell_updates(self, n_fields: int = 6) -> float:
         return float(self.n_cells) * self.n_steps * n_fields
 
 
 def plan_grid(h: float, bounding_radius: float, max_radius: float, duration: float, c: float = 343.2,
-              cells_per_wavelength: float = 10.0, npml: int = 12, courant: float = 0.99 * COURANT_LIMIT,
+              cells_per_wavelength: float = 10.0, npml: int = DEFAULT_NPML, courant: float = 0.99 * COURANT_LIMIT,
               max_bytes: float = 8e9) -> PANGridPlan:
     """Choose the grid for a PAN precompute.
 
@@ -104,18 +106,13 @@ def solve_field(field: int, inside: Callable[[np.ndarray], np.ndarray], plan: PA
     solver.set_body(body)
     solver.set_receivers(receivers)
     G = field_pattern(field, body.centres, body.axis)
-    z = drive(np.arange(plan.n_steps) * plan.dt)          # a(t^n) drives v^{n+1/2}
-    out = np.zeros((len(receivers), plan.n_steps), np.float64)
-    every = max(1, plan.n_steps // 100)
-    for n in range(plan.n_steps):
-        inc = G * (plan.dt * z[n]) if z[n] != 0.0 else None
-        solver.step(body_velocity_increment=inc)
-        out[:, n] = solver.receive()
-        if progress is not None and n % every == 0:
-            progress(n / plan.n_steps)
-        if n % 200 == 0 and not np.isfinite(out[:, n]).all():
-            raise SolverError(f"field {field}: the FDTD solution blew up at step {n}; report this as a bug")
-    return out
+    z = np.asarray(drive(np.arange(plan.n_steps) * plan.dt), np.float64)     # a(t^n) drives v^{n+1/2}
+    # body-face velocity in step n (dv_n/dt = a_n, leapfrog): v^{n+1/2} = v^{n-1/2} + dt z(t^n) G
+    scale = np.cumsum(plan.dt * z)
+    try:
+        return solver.run(plan.n_steps, body_pattern=G, body_scale=scale, progress=progress)
+    except SolverError as e:
+        raise SolverError(f"field {field}: {e}") from None
 
 
 def run_fields(inside, plan: PANGridPlan, receivers: np.ndarray, drive, c: float, rho: float, *,
@@ -124,8 +121,14 @@ def run_fields(inside, plan: PANGridPlan, receivers: np.ndarray, drive, c: float
     """All fields as independent tasks, each persisted on completion (resume after an interruption).
 
     Returns p (6, n_receivers, n_steps). ``task_key`` is a content hash of everything that affects the result;
-    a checkpoint with another key, a wrong shape or a bad hash is ignored and recomputed. ``map_fn(func, items)``
-    runs the tasks (default: in this process, in order); a Dask client's map gives the same results."""
+    a checkpoint with another key, a wrong shape or a bad hash is ignored and recomputed.
+
+    ``map_fn(func, items, *, on_result, progress)`` runs the missing fields and returns their results in order,
+    calling ``on_result(index, result)`` in this process as each finishes (that writes its checkpoint);
+    :func:`impactsound.parallel.map_tasks` (or a ``functools.partial`` of it with ``scheduler=`` / ``workers=``)
+    is one. Default: in this process, one field after the other. ``func`` is picklable (a partial of
+    :func:`solve_field`) when ``inside`` and ``drive`` are, so the fields can run in other processes or on Dask
+    workers; the results are the same bits wherever they run."""
     fields = list(fields)
     ckpt = Path(checkpoint_dir) if checkpoint_dir is not None else None
     results: dict[int, np.ndarray] = {}
@@ -143,18 +146,29 @@ def run_fields(inside, plan: PANGridPlan, receivers: np.ndarray, drive, c: float
                 pass  # missing, half-written, corrupted or stale: redo it
         todo.append(f)
 
-    def task(f: int) -> np.ndarray:
-        return solve_field(f, inside, plan, receivers, drive, c, rho, dtype)
+    task = functools.partial(solve_field, inside=inside, plan=plan, receivers=np.asarray(receivers), drive=drive,
+                             c=c, rho=rho, dtype=np.dtype(dtype))
+    n_all, n_before = len(fields), len(results)
 
-    done_before = len(results)
-    for k, f in enumerate(todo):
-        if progress is not None:
-            progress((done_before + k) / len(fields))
-        arr = (map_fn(task, [f])[0] if map_fn is not None else task(f))
+    def finished(i: int, arr: np.ndarray) -> None:     # runs in this process: checkpoint each field as it lands
+        f = todo[i]
+        arr = np.asarray(arr)
+        if arr.shape != (len(receivers), plan.n_steps):
+            raise SolverError(f"field {f}: the task returned shape {arr.shape}, expected "
+                              f"{(len(receivers), plan.n_steps)}; report this as a bug")
         if ckpt is not None:
             write_asset(ckpt / f"field{f}.h5", Asset(kind=TASK_KIND, arrays={"p": arr},
                                                      meta={"field": f}, inputs_hash=content_hash(task_key, f)))
         results[f] = arr
+
+    def fraction(x: float) -> None:
+        if progress is not None:
+            progress((n_before + x * len(todo)) / n_all)
+
+    if progress is not None:
+        progress(n_before / n_all)
+    if todo:
+        (map_fn or functools.partial(map_tasks, workers=1))(task, todo, on_result=finished, progress=fraction)
     if progress is not None:
         progress(1.0)
     return np.stack([results[f] for f in fields])

@@ -109,17 +109,28 @@ class MeshInside:
         return trimesh.Trimesh(self.vertices, self.faces, process=False).contains(np.asarray(P, np.float64))
 
 
+class PulseDrive:
+    """The FDTD drive z(t) = psi(t - t_shift; h) (picklable, for worker processes and Dask workers)."""
+
+    def __init__(self, h: float, t_shift: float):
+        self.h, self.t_shift = float(h), float(t_shift)
+
+    def __call__(self, t):
+        return psi(t - self.t_shift, self.h)
+
+
 def run_pan(job: PANJob, *, checkpoint_dir: str | Path | None = None, progress=None, map_fn=None):
-    """Run the six FDTD fields (resuming from ``checkpoint_dir``) and fit the PAN field. Returns a PANField."""
+    """Run the six FDTD fields (resuming from ``checkpoint_dir``) and fit the PAN field. Returns a PANField.
+
+    ``map_fn`` runs the field tasks (wave/pan_solve.py ``run_fields``), e.g.
+    ``functools.partial(impactsound.parallel.map_tasks, scheduler="tcp://host:8786")``; default: one after the
+    other in this process. The result does not depend on where the fields ran."""
     h = job.h
     t_shift = 2.0 * h                                     # pulse centre; field time 0 is the pulse centre
-
-    def drive(t):
-        return psi(t - t_shift, h)
-
     pts = sample_points(job.R_b, job.n_theta, job.n_phi, len(job.radii))      # (nt, np, M, 3)
-    p = run_fields(MeshInside(job.mesh), job.plan, pts.reshape(-1, 3), drive, job.c, job.rho, task_key=job.key,
-                   checkpoint_dir=checkpoint_dir, dtype=np.dtype(job.dtype), progress=progress, map_fn=map_fn)
+    p = run_fields(MeshInside(job.mesh), job.plan, pts.reshape(-1, 3), PulseDrive(h, t_shift), job.c, job.rho,
+                   task_key=job.key, checkpoint_dir=checkpoint_dir, dtype=np.dtype(job.dtype), progress=progress,
+                   map_fn=map_fn)
     p = p.reshape(6, job.n_theta, job.n_phi, len(job.radii), job.plan.n_steps)
     meta = {"material": job.material.as_dict(), "grid": list(job.plan.shape), "dx": job.plan.dx,
             "fdtd_dt": job.plan.dt, "fdtd_steps": job.plan.n_steps, "duration": job.duration,

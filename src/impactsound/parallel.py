@@ -1,0 +1,203 @@
+"""Run independent tasks locally or on a Dask cluster, with results in task order.
+
+One function, :func:`map_tasks`: ``map_tasks(fn, tasks)`` returns ``[fn(t) for t in tasks]``, computed
+
+* in this process, one after the other, when ``workers == 1`` (or there is at most one task);
+* in a local process pool of ``workers`` processes (default: the core count, at most one per task);
+* on a Dask cluster when ``scheduler="tcp://host:8786"`` (needs ``pip install 'impactsound[distributed]'``);
+  start one with ``dask scheduler`` and, on each machine, ``dask worker tcp://host:8786 --nthreads 1
+  --nworkers 2``.
+
+The result is the same list whichever way it runs (tasks must be deterministic); ``fn`` and the tasks must be
+picklable for the pool and Dask (top-level functions, ``functools.partial`` of them, or instances of top-level
+classes; no lambdas or closures). ``on_result(index, result)`` is called in this process as each task finishes
+(in completion order; the PAN precompute writes its per-field checkpoints there) and ``progress(fraction)``
+after it. An unreachable scheduler raises :class:`SchedulerError` unless ``fallback_local`` is set, in which case
+a :class:`SchedulerFallbackWarning` is issued and the tasks run locally.
+"""
+from __future__ import annotations
+
+import os
+import warnings
+from typing import Any, Callable, Iterable, Sequence
+
+from .errors import InputError
+
+DEFAULT_CONNECT_TIMEOUT = 5.0   # [s] to reach a scheduler before giving up
+DISTRIBUTED_EXTRA = "pip install 'impactsound[distributed]'"
+
+
+class SchedulerError(InputError):
+    """A Dask scheduler was asked for but cannot be used (not installed, bad address, unreachable)."""
+
+
+class SchedulerUnreachable(SchedulerError):
+    """No Dask scheduler answered at the address (the case ``fallback_local`` covers)."""
+
+    def __init__(self, address: str, reason: str, hint: str):
+        super().__init__(f"{reason}; {hint}")
+        self.address, self.reason = address, reason
+
+
+class SchedulerFallbackWarning(UserWarning):
+    """The Dask scheduler could not be reached and the tasks ran on this machine instead (``fallback_local``)."""
+
+
+def local_cores() -> int:
+    """Cores this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - non-Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def map_tasks(fn: Callable[[Any], Any], tasks: Iterable[Any], *, scheduler: str | None = None,
+              workers: int | None = None, fallback_local: bool = False,
+              progress: Callable[[float], None] | None = None,
+              on_result: Callable[[int, Any], None] | None = None,
+              connect_timeout: float = DEFAULT_CONNECT_TIMEOUT) -> list:
+    """``[fn(t) for t in tasks]``, run serially, in a local process pool or on a Dask cluster (module docstring).
+
+    scheduler: Dask scheduler address ("tcp://host:8786"); None runs locally. workers: local processes (default
+    the core count; 1 = in this process); ignored with a scheduler (its workers decide). progress(fraction):
+    called with the fraction of tasks done as each finishes. on_result(index, result): called in this process as
+    each finishes. A task's error is raised with its own type: in the local pool once the tasks already running
+    have finished (they still reach on_result; the others are cancelled), on Dask at once (the rest cancelled).
+    Raises SchedulerError when the scheduler cannot be used (SchedulerUnreachable: nothing answered within
+    ``connect_timeout`` seconds; with ``fallback_local`` that warns and runs locally instead). With no tasks
+    nothing is started or contacted.
+    """
+    tasks = list(tasks)
+    if workers is not None and int(workers) < 1:
+        raise InputError(f"workers = {workers}: need at least 1")
+    if scheduler is not None:
+        scheduler = str(scheduler).strip()
+        if not scheduler:
+            raise SchedulerError("--scheduler: empty address; give the Dask scheduler's address, e.g. "
+                                 "tcp://HOST:8786")
+        require_distributed()                 # fail early and clearly when dask is missing
+        if not tasks:
+            return []
+        try:
+            client = _connect(scheduler, connect_timeout)
+        except SchedulerUnreachable as exc:
+            if not fallback_local:
+                raise
+            warnings.warn(f"{exc.reason}; running the {len(tasks)} tasks on this machine instead",
+                          SchedulerFallbackWarning, stacklevel=2)
+        else:
+            try:
+                return _run_dask(client, fn, tasks, progress, on_result)
+            finally:
+                client.close()
+    if not tasks:
+        return []
+    n = min(int(workers) if workers is not None else local_cores(), len(tasks))
+    if n <= 1:
+        return _run_serial(fn, tasks, progress, on_result)
+    return _run_pool(fn, tasks, n, progress, on_result)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+def _done(k: int, n: int, progress) -> None:
+    if progress is not None:
+        progress(k / n)
+
+
+def _run_serial(fn, tasks: Sequence, progress, on_result) -> list:
+    out = []
+    for i, t in enumerate(tasks):
+        r = fn(t)
+        if on_result is not None:
+            on_result(i, r)
+        out.append(r)
+        _done(i + 1, len(tasks), progress)
+    return out
+
+
+def _run_pool(fn, tasks: Sequence, n: int, progress, on_result) -> list:
+    """A pool of ``n`` fresh ("spawn") processes: forking a process that already runs threads (the FDTD thread
+    pool, tqdm) can deadlock, and spawned workers behave like Dask's. After a task error the tasks not started
+    are cancelled, the running ones still reach on_result (their work is kept), then the error is raised."""
+    import multiprocessing as mp
+    from concurrent.futures import CancelledError, ProcessPoolExecutor, as_completed
+    out: list = [None] * len(tasks)
+    error: BaseException | None = None
+    ex = ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("spawn"))
+    try:
+        futs = {ex.submit(fn, t): i for i, t in enumerate(tasks)}
+        k = 0
+        for fut in as_completed(futs):
+            i = futs[fut]
+            try:
+                r = fut.result()
+            except CancelledError:
+                continue
+            except Exception as exc:
+                if error is None:
+                    error = exc
+                    for f in futs:
+                        f.cancel()
+                continue
+            if on_result is not None:
+                on_result(i, r)
+            out[i] = r
+            k += 1
+            _done(k, len(tasks), progress)
+    finally:
+        ex.shutdown(wait=True, cancel_futures=True)
+    if error is not None:
+        raise error
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------------
+def require_distributed():
+    try:
+        import distributed
+    except ImportError as exc:
+        raise SchedulerError(f"--scheduler needs Dask's distributed scheduler, which is not installed ({exc}); "
+                             f"install it with: {DISTRIBUTED_EXTRA}") from None
+    return distributed
+
+
+def _worker_hint(address: str) -> str:
+    return (f"start a scheduler with `dask scheduler` and workers with `dask worker {address} --nthreads 1 "
+            f"--nworkers 2` (each on the machines that should compute), or pass --fallback-local "
+            f"(fallback_local=True) to run on this machine")
+
+
+def _connect(address: str, timeout: float):
+    distributed = require_distributed()
+    try:
+        return distributed.Client(address, timeout=timeout, set_as_default=False)
+    except (OSError, TimeoutError) as exc:    # refused, timed out, unknown host (OSError covers CommClosedError)
+        why = str(exc).split("\n")[0] or type(exc).__name__
+        raise SchedulerUnreachable(address, f"--scheduler {address}: no Dask scheduler reachable within "
+                                            f"{timeout:g} s ({why})", _worker_hint(address)) from None
+    except ValueError as exc:                 # malformed address
+        raise SchedulerError(f"--scheduler {address}: not a Dask scheduler address ({exc}); expected e.g. "
+                             f"tcp://HOST:8786") from None
+
+
+def _run_dask(client, fn, tasks: Sequence, progress, on_result) -> list:
+    from distributed import as_completed
+    name = getattr(getattr(fn, "func", fn), "__name__", "task")     # functools.partial: the wrapped function
+    run = os.urandom(6).hex()
+    futs = client.map(fn, tasks, pure=False, key=[f"impactsound-{name}-{i}-{run}" for i in range(len(tasks))])
+    index = {f.key: i for i, f in enumerate(futs)}
+    out: list = [None] * len(tasks)
+    k = 0
+    try:
+        for fut in as_completed(futs, loop=client.loop):
+            i = index[fut.key]
+            r = fut.result()                  # re-raises a task's error here (with its original type)
+            if on_result is not None:
+                on_result(i, r)
+            out[i] = r
+            k += 1
+            _done(k, len(tasks), progress)
+            fut.release()
+    finally:
+        client.cancel([f for f in futs if not f.done()])
+    return out

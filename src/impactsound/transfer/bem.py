@@ -1,0 +1,349 @@
+"""Exterior Helmholtz boundary element solve for the acoustic transfer of one vibration mode.
+
+Problem (modal-sound.md sec. 6b; harmonic-shells.txt appendix A), time convention e^{-i w t} throughout:
+
+    (lap + k^2) p = 0 outside the closed surface S,   k = w / c,   outgoing (Sommerfeld) at infinity,
+    dp/dn = rho w^2 (n . u)        on S, n the outward normal (into the air), u the mode's displacement.
+
+Green's function G(x, y) = e^{ik|x-y|} / (4 pi |x-y|). With bempp-cl's operators (V single layer, K double layer,
+K' adjoint double layer, W hypersingular; its normals point into the exterior) the exterior Calderon identities are
+
+    (1/2 I - K) p = -V g                         (boundary integral equation, fails at interior resonances)
+    W p = -(1/2 I + K') g                        (its normal derivative, fails at other frequencies)
+
+and the Burton-Miller combination (1/2 I - K + a W) p = -V g - a (1/2 I + K') g with a = i/k has a unique solution
+at every k (Burton & Miller 1971: any coupling with Im a != 0). Choice: Burton-Miller over CHIEF points. CHIEF
+needs interior points that avoid the nodal surfaces of every interior eigenfunction, which cannot be guaranteed
+for arbitrary meshes and modes; Burton-Miller is robust at the price of assembling W (about a third of the
+assembly time, measured in bench/bench_bem.py).
+
+Discretisation: Galerkin, p in continuous piecewise-linear functions (P1, needed by W), g piecewise constant per
+triangle (DP0: n . u with the exact flat-face normal), dense assembly (meshes here have <= ~10^4 triangles).
+The pressure anywhere outside follows from the representation formula p(x) = (D p)(x) - (S g)(x), evaluated by
+our own compiled quadrature (``evaluate``) because bempp's potential operators build a dense points x dofs
+matrix, and FFAT maps need ~10^5-10^6 points per mode.
+
+bempp-cl compiles its Numba kernels on first use in each process (about a minute on 2 cores; measured in
+bench/bench_bem.py); ``warm_up`` pays that once per worker process, never per mode.
+"""
+from __future__ import annotations
+
+import os
+import warnings
+from dataclasses import dataclass
+
+import numba as nb
+import numpy as np
+
+from ..errors import MeshError, SolverError
+
+#: elements per wavelength required for an accurate solve (issue 4: at least ~6-8)
+ELEMENTS_PER_WAVELENGTH = 6.0
+#: relative residual above which a solve is reported as failed and never stored
+RESIDUAL_TOL = 1e-6
+#: the CHIEF system is overdetermined: its least-squares residual measures how consistent the extra rows are
+CHIEF_RESIDUAL_TOL = 0.2
+
+_bempp = None
+
+
+def _api():
+    """Import bempp-cl lazily (and quietly: it prints a note when gmsh is absent, which we never use)."""
+    global _bempp
+    if _bempp is None:
+        import contextlib
+        import io
+        os.environ.setdefault("BEMPP_LOG_LEVEL", "error")
+        with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            import bempp_cl.api as api
+        api.DEFAULT_DEVICE_INTERFACE = "numba"
+        _bempp = api
+    return _bempp
+
+
+@dataclass
+class BemSolution:
+    """Surface solution of one exterior Neumann problem (SI units, e^{-i w t}).
+
+    vertices (nv, 3) [m] and faces (nf, 3) of the BEM surface (outward counter-clockwise), k [1/m],
+    p (nv,) complex surface pressure at the vertices [Pa] (P1), g (nf,) complex normal derivative per face
+    [Pa/m] (DP0), residual: relative residual of the dense solve.
+    """
+
+    vertices: np.ndarray
+    faces: np.ndarray
+    k: float
+    p: np.ndarray
+    g: np.ndarray
+    residual: float
+
+    def evaluate(self, points: np.ndarray) -> np.ndarray:
+        return evaluate(self, points)
+
+
+def max_edge(vertices: np.ndarray, faces: np.ndarray) -> float:
+    t = vertices[faces]
+    e = np.concatenate([t[:, 1] - t[:, 0], t[:, 2] - t[:, 1], t[:, 0] - t[:, 2]])
+    return float(np.sqrt((e**2).sum(axis=1)).max())
+
+
+def elements_per_wavelength(vertices: np.ndarray, faces: np.ndarray, k: float) -> float:
+    """Wavelength over the longest edge: how finely this surface resolves wavenumber k."""
+    return float(2 * np.pi / max(k, 1e-300) / max_edge(vertices, faces))
+
+
+def check_surface(vertices: np.ndarray, faces: np.ndarray, name: str = "BEM surface") -> None:
+    """Closed, two-manifold, consistently outward: what the exterior representation formula assumes."""
+    faces = np.asarray(faces, np.int64)
+    if faces.ndim != 2 or faces.shape[1] != 3 or len(faces) < 4:
+        raise MeshError(f"{name}: needs (n, 3) triangles, got shape {faces.shape}")
+    if not np.all(np.isfinite(vertices)):
+        raise MeshError(f"{name}: vertex coordinates contain NaN or inf")
+    e = np.concatenate([faces[:, [0, 1]], faces[:, [1, 2]], faces[:, [2, 0]]])
+    key = np.sort(e, axis=1)
+    _, counts = np.unique(key, axis=0, return_counts=True)
+    if np.any(counts != 2):
+        bad = int((counts != 2).sum())
+        raise MeshError(f"{name}: {bad} edges are not shared by exactly two triangles (open or non-manifold "
+                        f"surface); repair it into a closed watertight surface")
+    _, dcounts = np.unique(e, axis=0, return_counts=True)
+    if np.any(dcounts != 1):
+        raise MeshError(f"{name}: triangles are not consistently oriented; fix the winding (outward, "
+                        f"counter-clockwise)")
+    t = vertices[faces]
+    vol = np.einsum("ij,ij->i", t[:, 0], np.cross(t[:, 1], t[:, 2])).sum() / 6.0
+    if vol <= 0:
+        raise MeshError(f"{name}: triangles wind inward (enclosed volume {vol:.3g} m^3); flip the faces")
+
+
+def interior_points(vertices: np.ndarray, faces: np.ndarray, n: int, seed: int = 0) -> np.ndarray:
+    """n points strictly inside a closed surface, away from it (CHIEF points), reproducible for a seed.
+
+    Inside test: the generalised winding number (sum of signed solid angles / 4 pi, Van Oosterom & Strackee
+    1983), exact for closed surfaces; candidates closer to the surface than a fifth of their distance to the
+    farthest interior candidate are dropped so a CHIEF row is never nearly singular.
+    """
+    rng = np.random.default_rng(seed)
+    lo, hi = vertices.min(axis=0), vertices.max(axis=0)
+    tri = vertices[faces]
+    out = []
+    for _ in range(20):
+        cand = lo + (hi - lo) * rng.random((max(8 * n, 256), 3))
+        w = winding_number(tri, cand)
+        inside = cand[w > 0.5]
+        if len(inside):
+            d = np.sqrt(((inside[:, None, :] - vertices[None, :, :]) ** 2).sum(-1)).min(axis=1)
+            inside = inside[d > 0.2 * d.max()]
+        out.extend(inside[: n - len(out)])
+        if len(out) >= n:
+            break
+    if len(out) < n:
+        raise MeshError("BEM surface: could not place interior (CHIEF) points; is the surface closed and "
+                        "outward-oriented with a non-empty interior?")
+    return np.asarray(out[:n])
+
+
+def winding_number(tri: np.ndarray, points: np.ndarray) -> np.ndarray:
+    """Generalised winding number of points (n, 3) with respect to triangles (nf, 3, 3): 1 inside, 0 outside."""
+    w = np.zeros(len(points))
+    for i0 in range(0, len(points), 64):                      # blocks of points bound the (64, nf, 3) temporaries
+        a = tri[None, :, 0, :] - points[i0:i0 + 64, None, :]
+        b = tri[None, :, 1, :] - points[i0:i0 + 64, None, :]
+        c = tri[None, :, 2, :] - points[i0:i0 + 64, None, :]
+        la, lb, lc = (np.linalg.norm(x, axis=2) for x in (a, b, c))
+        num = np.einsum("pfi,pfi->pf", a, np.cross(b, c))
+        den = (la * lb * lc + np.einsum("pfi,pfi->pf", a, b) * lc + np.einsum("pfi,pfi->pf", b, c) * la
+               + np.einsum("pfi,pfi->pf", c, a) * lb)
+        w[i0:i0 + 64] = 2 * np.arctan2(num, den).sum(axis=1) / (4 * np.pi)
+    return w
+
+
+def n_chief_points(k: float, radius: float) -> int:
+    """CHIEF points: enough that none of the interior eigenfunctions near k vanishes at all of them (their number
+    grows like (k a)^2 on a surface of size a); 16 at low k."""
+    return int(16 + 2 * np.ceil((k * radius) ** 2))
+
+
+def solve_neumann(vertices: np.ndarray, faces: np.ndarray, k: float, g: np.ndarray, *,
+                  method: str = "chief", chief_points: np.ndarray | None = None,
+                  check: bool = True) -> BemSolution:
+    """Solve the exterior Neumann problem for dp/dn = g (per face) at wavenumber k [1/m].
+
+    method: "chief" (default: boundary integral equation plus CHIEF rows, least squares), "burton-miller"
+    (coupling i/k, needs bempp's hypersingular operator), or "plain" (the bare boundary integral equation,
+    which fails near interior resonances; for tests). chief_points: (n, 3) interior points, default
+    :func:`interior_points`. Raises SolverError (with the residual) if the solve is not accurate, MeshError
+    for a bad surface.
+    """
+    vertices = np.ascontiguousarray(vertices, np.float64)
+    faces = np.ascontiguousarray(faces, np.int64)
+    g = np.asarray(g, np.complex128).ravel()
+    if len(g) != len(faces):
+        raise ValueError(f"g has {len(g)} values for {len(faces)} faces")
+    if not np.isfinite(k) or k <= 0:
+        raise SolverError(f"BEM wavenumber k = {k} 1/m is not positive and finite")
+    if not np.all(np.isfinite(g)):
+        raise SolverError("BEM Neumann data contains NaN or inf")
+    if method not in ("chief", "burton-miller", "plain"):
+        raise ValueError(f"unknown BEM method {method!r}")
+    if check:
+        check_surface(vertices, faces)
+    api = _api()
+    H = api.operators.boundary.helmholtz
+    grid = api.Grid(vertices.T.copy(), faces.T.astype(np.uint32).copy())
+    p1 = api.function_space(grid, "P", 1)
+    dp0 = api.function_space(grid, "DP", 0)
+    # our face/vertex numbering must be bempp's (g is given per our face, p is returned per our vertex)
+    if not (np.array_equal(np.asarray(grid.elements).T, faces) and np.allclose(np.asarray(grid.vertices).T,
+                                                                                vertices)
+            and np.array_equal(np.asarray(dp0.local2global).ravel(), np.arange(len(faces)))):
+        raise RuntimeError("bempp-cl renumbered the grid; the BEM data mapping needs updating")
+
+    def dense(op):
+        return np.asarray(op.weak_form().to_dense())
+
+    # (1/2 I - K) p = -V g, Galerkin-tested with P1 (rows = P1 test functions)
+    A = 0.5 * dense(api.operators.boundary.sparse.identity(p1, p1, p1)) - dense(H.double_layer(p1, p1, p1, k))
+    b = -(dense(H.single_layer(dp0, p1, p1, k)) @ g)
+    if method == "burton-miller":
+        a = 1j / k
+        A += a * dense(H.hypersingular(p1, p1, p1, k))
+        I_dp = dense(api.operators.boundary.sparse.identity(dp0, p1, p1))
+        b -= a * ((0.5 * I_dp + dense(H.adjoint_double_layer(dp0, p1, p1, k))) @ g)
+    if not (np.all(np.isfinite(A)) and np.all(np.isfinite(b))):
+        raise SolverError(f"BEM assembly at k = {k:.6g} 1/m produced NaN/inf (degenerate triangles?)")
+    p_map = _p1_dof_to_vertex(p1, len(vertices))
+    if method == "chief":
+        # The representation formula gives 0 = (D p)(x) - (S g)(x) at interior points x: extra rows that rule out
+        # the interior-resonance null space of (1/2 I - K) (Schenck 1968). Rows scaled to the Galerkin rows.
+        xc = interior_points(vertices, faces, n_chief_points(k, _radius(vertices))) if chief_points is None \
+            else np.asarray(chief_points, np.float64).reshape(-1, 3)
+        Dc, Sc = _potential_matrices(vertices, faces, k, xc)            # (nc, nv), (nc, nf)
+        Dc = Dc[:, p_map]                                                # columns in bempp dof order
+        scale = np.linalg.norm(A, axis=1).mean() / max(np.linalg.norm(Dc, axis=1).mean(), 1e-300)
+        A = np.vstack([A, scale * Dc])
+        b = np.concatenate([b, scale * (Sc @ g)])
+        x = np.linalg.lstsq(A, b, rcond=None)[0]
+    else:
+        x = np.linalg.solve(A, b)
+    res = float(np.linalg.norm(A @ x - b) / max(np.linalg.norm(b), 1e-300))
+    tol = RESIDUAL_TOL if method != "chief" else CHIEF_RESIDUAL_TOL
+    if not np.isfinite(res) or res > tol:
+        raise SolverError(f"BEM solve at k = {k:.6g} 1/m did not converge: relative residual {res:.3g} > "
+                          f"{tol:g}; not stored (refine the surface mesh, or check it for degenerate triangles)")
+    p = np.zeros(len(vertices), np.complex128)
+    p[p_map] = x
+    return BemSolution(vertices=vertices, faces=faces, k=float(k), p=p, g=g, residual=res)
+
+
+def _radius(vertices):
+    c = vertices.mean(axis=0)
+    return float(np.sqrt(((vertices - c) ** 2).sum(axis=1)).max())
+
+
+def _potential_matrices(vertices, faces, k, points):
+    """Dense double- and single-layer potential matrices at points: D (n, nv) on P1 vertex values, S (n, nf)
+    on per-face constants, with the same quadrature as :func:`evaluate`."""
+    nv, nf = len(vertices), len(faces)
+    D = np.empty((len(points), nv), np.complex128)
+    S = np.empty((len(points), nf), np.complex128)
+    # columns by linearity of the representation formula: unit data one at a time would be nv + nf solves;
+    # instead expand per quadrature point and scatter (nq = 6 nf points).
+    y, n, w = _quad_geometry(vertices, faces)
+    r = points[:, None, :] - y[None, :, :]                                   # (n, nq, 3)
+    d = np.sqrt((r**2).sum(-1))
+    G = np.exp(1j * k * d) / (4 * np.pi * d)
+    dG = G * (1 - 1j * k * d) * np.einsum("pqc,qc->pq", r, n) / d**2
+    nq = len(_QW)
+    Sq = (G * w).reshape(len(points), nf, nq)
+    S[:] = Sq.sum(axis=2)
+    Dq = (dG * w).reshape(len(points), nf, nq)                               # weight of each face corner:
+    D[:] = 0
+    for a in range(3):                                                       # P1 hat of corner a = lambda_a
+        np.add.at(D.T, faces[:, a], (Dq @ _QPTS[:, a]).T)
+    return D, S
+
+
+def _quad_geometry(vertices, faces):
+    t = vertices[faces]                                                     # (nf, 3, 3)
+    cr = np.cross(t[:, 1] - t[:, 0], t[:, 2] - t[:, 0])
+    area = 0.5 * np.linalg.norm(cr, axis=1)
+    nrm = cr / (2 * area)[:, None]
+    y = np.einsum("qa,fac->fqc", _QPTS, t).reshape(-1, 3)
+    w = (area[:, None] * _QW[None, :]).reshape(-1)
+    n = np.repeat(nrm, len(_QW), axis=0)
+    return np.ascontiguousarray(y), np.ascontiguousarray(n), w
+
+
+def _p1_dof_to_vertex(space, nv: int) -> np.ndarray:
+    """Vertex index of each P1 dof in bempp's numbering (bempp keeps our vertex order, checked by the caller)."""
+    elems = np.asarray(space.grid.elements).T                # (nf, 3): vertex per slot
+    l2g = np.asarray(space.local2global)                     # (nf, 3): dof per slot
+    m = np.full(int(l2g.max()) + 1, -1, np.int64)
+    m[l2g.ravel()] = elems.ravel()
+    if np.any(m < 0):
+        raise RuntimeError("bempp-cl P1 dofs do not map onto vertices")
+    return m
+
+
+def warm_up() -> None:
+    """Compile bempp-cl's kernels once in this process (a tiny solve), so no mode pays the JIT cost."""
+    import trimesh
+    s = trimesh.creation.icosphere(subdivisions=1, radius=1.0)
+    solve_neumann(np.asarray(s.vertices), np.asarray(s.faces), 1.0, np.ones(len(s.faces)))
+
+
+# ---- representation formula --------------------------------------------------------------------------------
+# Dunavant degree-4 rule (6 points) on the reference triangle: barycentric points and weights (sum 1). Points
+# here are >= 2.5 bounding radii away (FFAT shells) or on held-out spheres, so the integrand is smooth.
+_QA1, _QB1, _QW1 = 0.445948490915965, 0.108103018168070, 0.223381589678011
+_QA2, _QB2, _QW2 = 0.091576213509771, 0.816847572980459, 0.109951743655322
+_QPTS = np.array([[_QB1, _QA1, _QA1], [_QA1, _QB1, _QA1], [_QA1, _QA1, _QB1],
+                  [_QB2, _QA2, _QA2], [_QA2, _QB2, _QA2], [_QA2, _QA2, _QB2]])
+_QW = np.array([_QW1] * 3 + [_QW2] * 3)
+
+
+def quadrature(sol: BemSolution):
+    """Quadrature points y (nq, 3), normals n (nq, 3), and weights times data: wp = w p(y), wg = w g(y)."""
+    y, n, w = _quad_geometry(sol.vertices, sol.faces)
+    wp = (sol.p[sol.faces] @ _QPTS.T).reshape(-1) * w
+    wg = np.repeat(sol.g, len(_QW)) * w
+    return y, n, wp, wg
+
+
+@nb.njit(parallel=True, cache=True, fastmath=False)
+def _represent(points, y, n, wp, wg, k, out):
+    """out[i] = sum_q wp_q dG/dn_y(x_i, y_q) - wg_q G(x_i, y_q), G = e^{ikr}/(4 pi r)."""
+    inv4pi = 1.0 / (4.0 * np.pi)
+    for i in nb.prange(points.shape[0]):
+        x0, x1, x2 = points[i, 0], points[i, 1], points[i, 2]
+        sr = 0.0
+        si = 0.0
+        for q in range(y.shape[0]):
+            d0 = x0 - y[q, 0]
+            d1 = x1 - y[q, 1]
+            d2 = x2 - y[q, 2]
+            r2 = d0 * d0 + d1 * d1 + d2 * d2
+            r = np.sqrt(r2)
+            kr = k * r
+            c = np.cos(kr) * inv4pi / r
+            s = np.sin(kr) * inv4pi / r
+            # G = (c + i s); dG/dn_y = G (1 - i k r) (n . (x - y)) / r^2
+            nd = (n[q, 0] * d0 + n[q, 1] * d1 + n[q, 2] * d2) / r2
+            dr = (c + s * kr) * nd
+            di = (s - c * kr) * nd
+            a = wp[q]
+            b = wg[q]
+            sr += a.real * dr - a.imag * di - (b.real * c - b.imag * s)
+            si += a.real * di + a.imag * dr - (b.real * s + b.imag * c)
+        out[i] = complex(sr, si)
+
+
+def evaluate(sol: BemSolution, points: np.ndarray) -> np.ndarray:
+    """Pressure p(x) [Pa] at exterior points (n, 3) [m] from the representation formula p = D p_S - S g."""
+    pts = np.ascontiguousarray(np.asarray(points, np.float64).reshape(-1, 3))
+    y, n, wp, wg = quadrature(sol)
+    out = np.empty(len(pts), np.complex128)
+    _represent(pts, y, n, wp, wg, float(sol.k), out)
+    return out

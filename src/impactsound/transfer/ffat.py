@@ -1,0 +1,212 @@
+"""Far-field acoustic transfer (FFAT) maps (harmonic-shells.txt sec. 4; specs/harmonic-shells.md "FFAT maps").
+
+Per mode of wavenumber k, the exterior pressure about the centre of mass (the body-frame origin) is expanded as
+
+    p(R, theta, phi) ~ h0(kR) * sum_{j=1..M} Psi_j(theta, phi) / (kR)^{j-1}                          (eq. 10)
+
+with the outgoing spherical Hankel function of order 0 in our e^{-i w t} convention, h0(x) = -i e^{ix} / x (the
+paper's e^{+i w t} form is its complex conjugate; magnitudes agree). Fitting (sec. 4.1): for each of T x 2T
+directions (T = ceil(2.25 m * k + 15) polar samples on [0, pi] including the poles, 2T azimuths on [0, 2 pi)),
+p is sampled on K = 6 spheres R_i = 2.5 R_bar gamma^{i-1}, gamma = 1.54, and the K x M system A Psi = P is
+solved for all directions at once by one truncated SVD of the row-weighted matrix W A, W_ii = 1 / ||P_i,:||
+(shared by every direction, as A is). Evaluation: bilinear interpolation of Psi_j in (theta, phi), then eq. 10:
+O(M) per mode, independent of the mesh.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numba as nb
+import numpy as np
+
+N_SHELLS = 6
+SHELL_GAMMA = 1.54
+SHELL_FIRST = 2.5
+T_SLOPE = 2.25        # [m]
+T_OFFSET = 15.0
+
+
+def shell_radii(r_bar: float, n: int = N_SHELLS) -> np.ndarray:
+    """Fitting radii R_i = 2.5 R_bar gamma^{i-1} [m] (sec. 4.1)."""
+    return SHELL_FIRST * float(r_bar) * SHELL_GAMMA ** np.arange(n)
+
+
+def angular_resolution(k: float) -> int:
+    """T = ceil(2.25 m * k + 15) polar samples (2T azimuths) for wavenumber k [1/m] (sec. 4.1)."""
+    return int(np.ceil(T_SLOPE * float(k) + T_OFFSET))
+
+
+def grid_angles(T: int):
+    """Polar angles (T,) on [0, pi] (poles included) and azimuths (2T,) on [0, 2 pi)."""
+    return np.linspace(0.0, np.pi, T), np.arange(2 * T) * (np.pi / T)
+
+
+def grid_directions(T: int) -> np.ndarray:
+    """Unit vectors (T, 2T, 3) of the sample directions."""
+    th, ph = grid_angles(T)
+    st = np.sin(th)[:, None]
+    return np.stack([st * np.cos(ph)[None, :], st * np.sin(ph)[None, :],
+                     np.cos(th)[:, None] * np.ones_like(ph)[None, :]], axis=-1)
+
+
+def coarse_resolution(k: float, r_bar: float, margin: int = 24) -> int:
+    """Polar samples that resolve a field radiated from inside radius r_bar, seen on a sphere R >= 2.5 r_bar:
+    its spherical-harmonic content stops near degree k r_bar, and beyond that falls like (r_bar / R)^n <= 0.4^n
+    (addition theorem), so ``margin`` = 24 more degrees leave < 1e-9 of it."""
+    return int(np.ceil(k * r_bar)) + margin
+
+
+def upsample(F: np.ndarray, T: int) -> np.ndarray:
+    """Band-limited interpolation of samples F (..., Tc, 2 Tc) on the grid of :func:`grid_angles` (Tc) to the
+    (T, 2T) grid (T >= Tc). The sphere is doubled into a torus (theta in [0, 2 pi): f(2 pi - theta, phi) =
+    f(theta, phi + pi)), on which a field band-limited in spherical harmonics is a band-limited 2-D Fourier
+    series; zero-padding its FFT interpolates exactly up to the band limit."""
+    F = np.asarray(F, np.complex128)
+    Tc = F.shape[-2]
+    if T <= Tc:
+        raise ValueError("upsample: target grid must be finer")
+    ext = np.concatenate([F, np.roll(F[..., -2:0:-1, :], Tc, axis=-1)], axis=-2)   # (..., 2(Tc-1), 2Tc)
+    n0, n1 = ext.shape[-2:]
+    S = np.fft.fft2(ext)
+    m0, m1 = 2 * (T - 1), 2 * T
+    out = np.zeros(F.shape[:-2] + (m0, m1), np.complex128)
+    h0_, h1_ = n0 // 2, n1 // 2
+    # copy the low frequencies (the Nyquist rows/columns split evenly between +/-, keeping real symmetry)
+    for a, b in ((slice(0, h0_), slice(0, h0_)), (slice(n0 - h0_, n0), slice(m0 - h0_, m0))):
+        for c, d in ((slice(0, h1_), slice(0, h1_)), (slice(n1 - h1_, n1), slice(m1 - h1_, m1))):
+            out[..., b, d] = S[..., a, c]
+    out *= (m0 * m1) / (n0 * n1)
+    return np.fft.ifft2(out)[..., :T, :]
+
+
+def h0(x):
+    """Outgoing spherical Hankel function of order 0, e^{-i w t} convention: -i e^{ix} / x."""
+    x = np.asarray(x, np.float64)
+    return -1j * np.exp(1j * x) / x
+
+
+def expansion_matrix(radii, k: float, terms: int) -> np.ndarray:
+    """A (K, M): A_ij = h0(k R_i) / (k R_i)^j, j = 0..M-1 (eq. 10)."""
+    kr = k * np.asarray(radii, np.float64)
+    return h0(kr)[:, None] / kr[:, None] ** np.arange(terms)[None, :]
+
+
+def fit(P: np.ndarray, radii, k: float, terms: int, rcond: float = 1e-10) -> np.ndarray:
+    """Psi (M, ndir) from samples P (K, ndir) on the spheres ``radii`` by weighted truncated SVD (sec. 4.1)."""
+    P = np.asarray(P, np.complex128)
+    if P.ndim != 2 or P.shape[0] != len(radii):
+        raise ValueError(f"P must have shape (len(radii), n_directions), got {P.shape}")
+    if terms < 1 or terms >= len(radii):
+        raise ValueError(f"terms = {terms} must be in 1..{len(radii) - 1} (fewer terms than shells)")
+    A = expansion_matrix(radii, k, terms)
+    w = 1.0 / np.maximum(np.linalg.norm(P, axis=1), 1e-300)
+    U, s, Vh = np.linalg.svd(w[:, None] * A, full_matrices=False)
+    keep = s > rcond * s[0]
+    return (Vh[keep].conj().T / s[keep]) @ (U[:, keep].conj().T @ (w[:, None] * P))
+
+
+@dataclass
+class FFATMap:
+    """FFAT map of one mode: Psi (M, T, 2T) complex [Pa] on the polar/azimuth grid of :func:`grid_angles`,
+    wavenumber k [1/m]; the expansion centre is the body-frame origin (centre of mass)."""
+
+    k: float
+    psi: np.ndarray
+
+    @property
+    def terms(self) -> int:
+        return int(self.psi.shape[0])
+
+    @property
+    def T(self) -> int:
+        return int(self.psi.shape[1])
+
+    def evaluate(self, points) -> np.ndarray:
+        """Complex pressure [Pa] per unit modal amplitude at body-frame points (..., 3) [m]."""
+        pts = np.asarray(points, np.float64)
+        flat = np.ascontiguousarray(pts.reshape(-1, 3))
+        out = np.empty((len(flat), 1), np.complex128)
+        psi = np.ascontiguousarray(self.psi.reshape(-1), np.complex128)
+        _eval_bank(flat, psi, np.zeros(1, np.int64), np.array([self.T], np.int64), np.array([float(self.k)]),
+                   self.terms, out)
+        return out[:, 0].reshape(pts.shape[:-1])
+
+
+@nb.njit(cache=True, inline="always")
+def _bilinear_one(psi, base, T, th, ph, terms, kr):
+    """sum_j Psi_j(th, ph) / kr^j for one mode whose psi block starts at ``base`` (layout (M, T, 2T))."""
+    nphi = 2 * T
+    u = th * (T - 1) / np.pi
+    i0 = min(int(u), T - 2)
+    fu = u - i0
+    v = ph * nphi / (2.0 * np.pi)
+    j0 = int(v)
+    fv = v - j0
+    j0 = j0 % nphi
+    j1 = (j0 + 1) % nphi
+    acc = 0j
+    scale = 1.0
+    for m in range(terms):
+        b = base + m * T * nphi
+        a00 = psi[b + i0 * nphi + j0]
+        a01 = psi[b + i0 * nphi + j1]
+        a10 = psi[b + (i0 + 1) * nphi + j0]
+        a11 = psi[b + (i0 + 1) * nphi + j1]
+        val = (1 - fu) * ((1 - fv) * a00 + fv * a01) + fu * ((1 - fv) * a10 + fv * a11)
+        acc += val * scale
+        scale /= kr
+    return acc
+
+
+@nb.njit(cache=True, parallel=True)
+def _eval_bank(points, psi, offsets, Ts, ks, terms, out):
+    """out[i, j]: mode j's pressure at point i (one listener per row), O(terms) per mode."""
+    for i in range(points.shape[0]):
+        x, y, z = points[i, 0], points[i, 1], points[i, 2]
+        R = np.sqrt(x * x + y * y + z * z)
+        th = np.arccos(min(1.0, max(-1.0, z / R)))
+        ph = np.arctan2(y, x)
+        if ph < 0:
+            ph += 2 * np.pi
+        for j in nb.prange(ks.shape[0]):
+            kr = ks[j] * R
+            h = -1j * np.exp(1j * kr) / kr
+            out[i, j] = h * _bilinear_one(psi, offsets[j], Ts[j], th, ph, terms, kr)
+
+
+@dataclass
+class FFATBank:
+    """FFAT maps of many modes packed for fast evaluation: psi flat complex64, per-mode offset, T and k."""
+
+    k: np.ndarray
+    T: np.ndarray
+    offsets: np.ndarray
+    psi: np.ndarray
+    terms: int
+
+    @classmethod
+    def from_maps(cls, maps: list[FFATMap]) -> "FFATBank":
+        terms = {m.terms for m in maps}
+        if len(terms) > 1:
+            raise ValueError("all FFAT maps of a bank need the same number of terms")
+        sizes = [m.psi.size for m in maps]
+        offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64) if maps else np.zeros(0, np.int64)
+        psi = np.concatenate([m.psi.reshape(-1) for m in maps]).astype(np.complex64) if maps \
+            else np.zeros(0, np.complex64)
+        return cls(k=np.array([m.k for m in maps], np.float64), T=np.array([m.T for m in maps], np.int64),
+                   offsets=offsets, psi=psi, terms=terms.pop() if terms else 1)
+
+    def map(self, j: int) -> FFATMap:
+        T = int(self.T[j])
+        n = self.terms * T * 2 * T
+        return FFATMap(k=float(self.k[j]), psi=self.psi[self.offsets[j]:self.offsets[j] + n].reshape(
+            self.terms, T, 2 * T).astype(np.complex128))
+
+    def evaluate(self, points) -> np.ndarray:
+        """Complex pressure per unit modal amplitude (n_points, n_modes) at body-frame points (n, 3) [m]."""
+        pts = np.ascontiguousarray(np.asarray(points, np.float64).reshape(-1, 3))
+        if np.any(np.sqrt((pts**2).sum(axis=1)) <= 0):
+            raise ValueError("FFAT evaluation at the expansion centre")
+        out = np.empty((len(pts), len(self.k)), np.complex128)
+        _eval_bank(pts, self.psi, self.offsets, self.T, self.k, self.terms, out)
+        return out

@@ -1,0 +1,310 @@
+"""FFAT transfer precompute: one exterior BEM solve and one FFAT fit per vibration mode (issue 4).
+
+Per mode j of a :class:`~impactsound.fem.model.ModalModel` (body frame, centre of mass at the origin):
+
+1. Neumann data per unit modal amplitude q_j, e^{-i w t}: dp/dn = rho w_j^2 (n . u_j) (modal-sound.md sec. 6b),
+   piecewise constant per BEM triangle (n the flat-face normal, u_j the mean of the face's node shapes).
+2. BEM surface: the model's surface triangles (P2 models: each split into 4 at its edge mid-nodes, where the mode
+   shapes are exact), midpoint-subdivided until the longest edge is below lambda / 6 (issue 4: 6-8 elements per
+   wavelength), within ``max_faces``; a mode that would need more is solved on the capped mesh and flagged,
+   with a warning naming the mode and the element count it would need.
+3. Exterior solve (transfer/bem.py), pressure sampled on the FFAT shells and directions (transfer/ffat.py), fit
+   with M = ``terms`` terms. Accuracy is measured on held-out points (other radii, random directions): the
+   median relative error of |p| for M = 1..terms is stored per mode.
+
+Modes are independent tasks (parallel.map_tasks: local processes by default, a Dask cluster with a scheduler
+address); each finished mode is written atomically as a checkpoint asset, so an interrupted run continues where
+it stopped and gives the same asset. bempp-cl's JIT compilation is paid once per worker process, never per mode.
+"""
+from __future__ import annotations
+
+import time
+import warnings
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..assets import Asset, content_hash, read_asset, write_asset
+from ..errors import AssetError, InputError
+from . import bem, ffat
+
+KIND = "ffat_transfer"
+KIND_VERSION = 1
+MODE_KIND = "ffat_mode"
+CODE_VERSION = "ffat-1"
+
+#: held-out radii (in units of the bounding radius): between the fitting shells, and farther out than the last
+HOLDOUT_RADII = (3.2, 5.0, 12.0, 40.0)
+HOLDOUT_DIRECTIONS = 40
+
+
+class FFATCapWarning(UserWarning):
+    """A mode's wavelength is shorter than the BEM mesh allowed by ``max_faces`` can resolve."""
+
+
+@dataclass(frozen=True)
+class TransferSettings:
+    """terms: FFAT expansion terms M (1..4); max_modes: first N modes only (None: all); max_faces: BEM triangle
+    budget per mode; per_wavelength: required elements per wavelength; c [m/s], rho [kg/m^3]: air."""
+
+    terms: int = 4
+    max_modes: int | None = None
+    max_faces: int = 6000
+    per_wavelength: float = bem.ELEMENTS_PER_WAVELENGTH
+    c: float = 343.2
+    rho: float = 1.2041
+
+    def check(self) -> None:
+        if not 1 <= int(self.terms) <= 4:
+            raise InputError(f"transfer: terms = {self.terms}; use 1..4 (harmonic-shells.txt sec. 4)")
+        if self.max_modes is not None and int(self.max_modes) < 1:
+            raise InputError(f"transfer: max_modes = {self.max_modes} must be >= 1")
+        if not (self.c > 0 and self.rho > 0):
+            raise InputError("transfer: air c and rho must be positive")
+
+
+# ---- BEM surface of a modal model ---------------------------------------------------------------------------
+def model_surface(model):
+    """Vertices (nv, 3) [m], faces (nf, 3) and node shapes (m, nv, 3) [1/sqrt(kg)] for the BEM (step 2)."""
+    nodes = np.asarray(model.surface_nodes, np.float64)
+    shapes = np.asarray(model.shapes, np.float64)
+    if model.surface_faces6 is None:
+        faces = np.asarray(model.surface_faces, np.int64)
+        nv = int(faces.max()) + 1
+        return nodes[:nv], faces, shapes[:, :nv]
+    f6 = np.asarray(model.surface_faces6, np.int64)
+    v0, v1, v2, m01, m12, m20 = f6.T
+    faces = np.concatenate([np.stack([v0, m01, m20], 1), np.stack([m01, v1, m12], 1),
+                            np.stack([m20, m12, v2], 1), np.stack([m01, m12, m20], 1)])
+    return nodes, faces, shapes
+
+
+def subdivide(vertices, faces, fields):
+    """One midpoint subdivision (each triangle -> 4, orientation kept); per-vertex fields (..., nv, 3) are
+    interpolated linearly to the new mid-edge vertices."""
+    e = np.concatenate([faces[:, [0, 1]], faces[:, [1, 2]], faces[:, [2, 0]]])
+    key = np.sort(e, axis=1)
+    uniq, inv = np.unique(key, axis=0, return_inverse=True)
+    nv = len(vertices)
+    mid = nv + inv.reshape(3, -1)                                        # (3, nf): m01, m12, m20
+    verts = np.concatenate([vertices, 0.5 * (vertices[uniq[:, 0]] + vertices[uniq[:, 1]])])
+    flds = np.concatenate([fields, 0.5 * (fields[..., uniq[:, 0], :] + fields[..., uniq[:, 1], :])], axis=-2)
+    a, b, c = faces.T
+    m01, m12, m20 = mid
+    f = np.concatenate([np.stack([a, m01, m20], 1), np.stack([m01, b, m12], 1), np.stack([m20, m12, c], 1),
+                        np.stack([m01, m12, m20], 1)])
+    return verts, f, flds
+
+
+def face_normal_data(vertices, faces, u) -> np.ndarray:
+    """n . u per face (flat-face normal, u averaged over the face's three vertices); u (nv, 3) -> (nf,)."""
+    t = vertices[faces]
+    cr = np.cross(t[:, 1] - t[:, 0], t[:, 2] - t[:, 0])
+    n = cr / np.linalg.norm(cr, axis=1, keepdims=True)
+    return np.einsum("fc,fc->f", n, u[faces].mean(axis=1))
+
+
+def refinement(vertices, faces, k: float, settings: TransferSettings):
+    """(levels, capped, faces needed): midpoint subdivisions so the mesh resolves k within the face budget."""
+    epw = bem.elements_per_wavelength(vertices, faces, k)
+    need = max(0, int(np.ceil(np.log2(settings.per_wavelength / epw)))) if epw < settings.per_wavelength else 0
+    levels = need
+    while levels > 0 and len(faces) * 4**levels > settings.max_faces:
+        levels -= 1
+    return levels, levels < need, len(faces) * 4**need
+
+
+# ---- one mode ---------------------------------------------------------------------------------------------
+def mode_solution(task: dict):
+    """Exterior BEM solution of one mode task (steps 1-2): (BemSolution, capped)."""
+    s = TransferSettings(**task["settings"])
+    v, f, u = task["vertices"], task["faces"], task["u"][None]
+    omega = float(task["omega"])
+    k = omega / s.c
+    levels, capped, _ = refinement(v, f, k, s)
+    for _ in range(levels):
+        v, f, u = subdivide(v, f, u)
+    g = s.rho * omega**2 * face_normal_data(v, f, u[0])                  # dp/dn per unit q (step 1)
+    return bem.solve_neumann(v, f, k, g, check=False), capped
+
+
+def shell_samples(sol, radii, T: int, r_bar: float) -> np.ndarray:
+    """Pressure (K, T, 2T) on the FFAT shells. The paper's T = ceil(2.25 k + 15) over-resolves small objects:
+    the BEM is evaluated on the coarser grid the field's band limit needs (ffat.coarse_resolution) and
+    interpolated exactly (ffat.upsample), 10-100x fewer representation-formula evaluations."""
+    Tc = ffat.coarse_resolution(sol.k, r_bar)
+    if Tc >= T:
+        d = ffat.grid_directions(T).reshape(-1, 3)
+        return sol.evaluate((radii[:, None, None] * d[None]).reshape(-1, 3)).reshape(len(radii), T, 2 * T)
+    d = ffat.grid_directions(Tc).reshape(-1, 3)
+    coarse = sol.evaluate((radii[:, None, None] * d[None]).reshape(-1, 3)).reshape(len(radii), Tc, 2 * Tc)
+    return ffat.upsample(coarse, T)
+
+
+def solve_mode(task: dict) -> dict:
+    """BEM + FFAT fit of one mode (a picklable task: plain arrays and numbers). Returns arrays and figures."""
+    t_start = time.perf_counter()
+    s = TransferSettings(**task["settings"])
+    r_bar = float(task["r_bar"])
+    sol, capped = mode_solution(task)
+    k, f = sol.k, sol.faces
+    t_bem = time.perf_counter() - t_start
+    T = ffat.angular_resolution(k)
+    radii = ffat.shell_radii(r_bar)
+    P = shell_samples(sol, radii, T, r_bar).reshape(len(radii), -1)
+    psis = [ffat.fit(P, radii, k, m) for m in range(1, s.terms + 1)]
+    # held-out points: other radii, seeded random directions (never grid directions)
+    rng = np.random.default_rng(int(task["index"]))
+    d = rng.normal(size=(HOLDOUT_DIRECTIONS, 3))
+    d /= np.linalg.norm(d, axis=1, keepdims=True)
+    hx = (np.asarray(HOLDOUT_RADII)[:, None, None] * r_bar * d[None]).reshape(-1, 3)
+    p_ref = sol.evaluate(hx)
+    errs = []
+    for m, psi in enumerate(psis, start=1):
+        mp = ffat.FFATMap(k=k, psi=psi.reshape(m, T, 2 * T))
+        errs.append(float(np.median(np.abs(np.abs(mp.evaluate(hx)) - np.abs(p_ref)) / np.abs(p_ref))))
+    return {"index": int(task["index"]), "psi": psis[-1].reshape(s.terms, T, 2 * T).astype(np.complex64),
+            "k": k, "T": T, "faces": int(len(f)), "capped": bool(capped), "residual": sol.residual,
+            "holdout_error": np.asarray(errs), "epw": bem.elements_per_wavelength(sol.vertices, f, k),
+            "seconds_bem": t_bem, "seconds": time.perf_counter() - t_start}
+
+
+# ---- whole model -------------------------------------------------------------------------------------------
+def transfer_inputs_hash(model, settings: TransferSettings) -> str:
+    return content_hash(KIND, CODE_VERSION, model.inputs_hash or content_hash(
+        np.asarray(model.frequencies_hz), np.asarray(model.shapes), np.asarray(model.surface_nodes)),
+        asdict(settings))
+
+
+def _mode_hash(inputs_hash: str, j: int) -> str:
+    return content_hash(inputs_hash, "mode", j)
+
+
+def _mode_asset(res: dict, h: str) -> Asset:
+    arrays = {"psi": res["psi"], "holdout_error": res["holdout_error"]}
+    meta = {k: res[k] for k in ("index", "k", "T", "faces", "capped", "residual", "epw", "seconds",
+                                "seconds_bem")}
+    return Asset(kind=MODE_KIND, arrays=arrays, meta=meta, inputs_hash=h)
+
+
+def _mode_result(a: Asset) -> dict:
+    r = dict(a.meta)
+    r.update(psi=a.arrays["psi"], holdout_error=a.arrays["holdout_error"])
+    return r
+
+
+def run_transfer(model, settings: TransferSettings = TransferSettings(), *, out: str | Path | None = None,
+                 checkpoint_dir: str | Path | None = None, scheduler: str | None = None,
+                 workers: int | None = 1, fallback_local: bool = False, progress=None):
+    """FFAT transfer of every mode of ``model`` (up to settings.max_modes). Returns the asset (written to
+    ``out`` if given). Finished modes are checkpointed in ``checkpoint_dir`` (default: next to ``out``) and
+    reused by a rerun with the same inputs; a stale or corrupted checkpoint is recomputed."""
+    from ..parallel import map_tasks
+
+    settings.check()
+    inputs_hash = transfer_inputs_hash(model, settings)
+    n = model.n_modes if settings.max_modes is None else min(model.n_modes, int(settings.max_modes))
+    if n == 0:
+        raise InputError("transfer: the modal model has no elastic modes to radiate")
+    v, f, shapes = model_surface(model)
+    bem.check_surface(v, f, name="modal model surface")
+    r_bar = float(np.sqrt((v**2).sum(axis=1)).max())
+    omega = model.omega[:n]
+    if checkpoint_dir is None and out is not None:
+        checkpoint_dir = Path(out).with_suffix(".modes")
+    ckpt = Path(checkpoint_dir) if checkpoint_dir is not None else None
+    if ckpt is not None:
+        ckpt.mkdir(parents=True, exist_ok=True)
+    results: dict[int, dict] = {}
+    todo = []
+    for j in range(n):
+        if ckpt is not None and (ckpt / f"mode_{j:04d}.h5").is_file():
+            try:
+                results[j] = _mode_result(read_asset(ckpt / f"mode_{j:04d}.h5", MODE_KIND,
+                                                     inputs_hash=_mode_hash(inputs_hash, j)))
+                continue
+            except AssetError:
+                pass                                                    # half-written or stale: redo
+        levels, capped, needed = refinement(v, f, omega[j] / settings.c, settings)
+        if capped:
+            warnings.warn(f"mode {j} ({omega[j] / (2 * np.pi):.0f} Hz) needs {needed} BEM triangles for "
+                          f"{settings.per_wavelength:g} per wavelength; capped at {len(f) * 4**levels} "
+                          f"(max_faces = {settings.max_faces}): its transfer is less accurate", FFATCapWarning)
+        todo.append(_task(j, v, f, shapes, omega, r_bar, settings))
+
+    def on_result(i, res):
+        j = res["index"]
+        results[j] = res
+        if ckpt is not None:
+            write_asset(ckpt / f"mode_{j:04d}.h5", _mode_asset(res, _mode_hash(inputs_hash, j)))
+
+    if progress is not None and not todo:
+        progress(1.0)
+    map_tasks(solve_mode, todo, scheduler=scheduler, workers=workers, fallback_local=fallback_local,
+              progress=progress, on_result=on_result)
+    asset = assemble(results, n, inputs_hash, model, settings, r_bar)
+    if out is not None:
+        write_asset(out, asset)
+    return asset
+
+
+def _task(j, v, f, shapes, omega, r_bar, settings) -> dict:
+    return {"index": j, "vertices": v, "faces": f, "u": shapes[j], "omega": float(omega[j]), "r_bar": r_bar,
+            "settings": asdict(settings)}
+
+
+def bem_shell_samples(model, tm: "TransferModel", j: int) -> np.ndarray:
+    """Direct BEM pressure of mode j on the first FFAT shell's (T, 2T) grid (for plots and checks)."""
+    settings = TransferSettings(**tm.meta["settings"])
+    v, f, shapes = model_surface(model)
+    sol, _ = mode_solution(_task(j, v, f, shapes, model.omega, tm.r_bar, settings))
+    T = int(tm.bank.T[j])
+    R0 = ffat.shell_radii(tm.r_bar)[0]
+    return sol.evaluate(R0 * ffat.grid_directions(T).reshape(-1, 3)).reshape(T, 2 * T)
+
+
+def assemble(results: dict, n: int, inputs_hash: str, model, settings: TransferSettings, r_bar: float) -> Asset:
+    maps = [ffat.FFATMap(k=float(results[j]["k"]), psi=np.asarray(results[j]["psi"])) for j in range(n)]
+    bank = ffat.FFATBank.from_maps(maps)
+    arrays = {"k": bank.k, "T": bank.T, "offsets": bank.offsets, "psi": bank.psi,
+              "frequencies_hz": np.asarray(model.frequencies_hz[:n], np.float64),
+              "holdout_error": np.stack([np.asarray(results[j]["holdout_error"]) for j in range(n)]),
+              "faces": np.array([results[j]["faces"] for j in range(n)], np.int64),
+              "capped": np.array([results[j]["capped"] for j in range(n)], np.int8),
+              "seconds": np.array([results[j]["seconds"] for j in range(n)], np.float64)}
+    meta = {"modal_inputs_hash": model.inputs_hash, "terms": int(settings.terms), "r_bar": r_bar,
+            "shell_radii": ffat.shell_radii(r_bar).tolist(), "settings": asdict(settings),
+            "code_version": CODE_VERSION, "convention": "e^{-i w t}; p per unit modal amplitude q_j",
+            "units": {"k": "1/m", "psi": "Pa per unit q (1/sqrt(kg) shapes)", "r_bar": "m"}}
+    return Asset(kind=KIND, kind_version=KIND_VERSION, arrays=arrays, meta=meta, inputs_hash=inputs_hash)
+
+
+@dataclass
+class TransferModel:
+    """FFAT transfer of a modal model's first modes, ready for evaluation (body frame, COM origin)."""
+
+    bank: ffat.FFATBank
+    frequencies_hz: np.ndarray
+    r_bar: float
+    modal_inputs_hash: str
+    holdout_error: np.ndarray
+    meta: dict
+
+    @property
+    def n_modes(self) -> int:
+        return len(self.bank.k)
+
+    @classmethod
+    def load(cls, path, model=None) -> "TransferModel":
+        a = read_asset(path, KIND, kind_version=KIND_VERSION)
+        mh = a.meta.get("modal_inputs_hash", "")
+        if model is not None and model.inputs_hash and mh != model.inputs_hash:
+            raise AssetError(f"{path}: transfer asset was computed for a different modal model (hash "
+                             f"{mh[:12]}..., this model {model.inputs_hash[:12]}...); rerun "
+                             "`impactsound transfer precompute` on this model's asset")
+        ar = a.arrays
+        bank = ffat.FFATBank(k=ar["k"], T=ar["T"], offsets=ar["offsets"], psi=ar["psi"],
+                             terms=int(a.meta["terms"]))
+        return cls(bank=bank, frequencies_hz=ar["frequencies_hz"], r_bar=float(a.meta["r_bar"]),
+                   modal_inputs_hash=mh, holdout_error=ar["holdout_error"], meta=dict(a.meta))
