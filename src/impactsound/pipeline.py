@@ -137,7 +137,8 @@ def render_scene(scene: Scene, progress: Progress = QUIET, events: EventLog | No
         models = modal_models(scene, progress)
         from .sources.modal import ModalSource
         transfers, used = transfer_models(scene, models, progress)
-        src = ModalSource(scene.bodies, models, scene.ground, scene.air, transfers=transfers)
+        ears = np.array([l.ear if l.ear is not None else np.full(3, np.nan) for l in scene.listeners])
+        src = ModalSource(scene.bodies, models, scene.ground, scene.air, transfers=transfers, ears=ears)
         with progress.stage("modal synthesis"):
             stems["modal"] = src.render(events, listeners, scene.sample_rate, scene.duration)
         info["modes"] = {k: int(m.n_modes) for k, m in models.items()}

@@ -103,3 +103,14 @@ def test_invalid_toml_names_file(tmp_path):
     p.write_text("[scene\nduration = 1")
     with pytest.raises(InputError, match="bad.toml"):
         load_scene(p)
+
+
+def test_binaural_listener_becomes_two_ears():
+    s = parse_scene(_scene(listener=[{"name": "head", "position": [0.0, -0.5, 0.3], "binaural": True,
+                                      "right_ear": [2.0, 0.0, 0.0]}]))
+    assert [l.name for l in s.listeners] == ["head.L", "head.R"]
+    assert np.allclose(s.listeners[1].position - s.listeners[0].position, [2 * 0.0875, 0, 0])
+    assert np.allclose(s.listeners[1].ear, [1, 0, 0]) and np.allclose(s.listeners[0].ear, [-1, 0, 0])
+    with pytest.raises(InputError, match="right_ear"):
+        parse_scene(_scene(listener=[{"position": [0.0, -0.5, 0.3], "binaural": True, "right_ear": [0, 0, 0]}]))
+    assert parse_scene(_scene()).listeners[0].ear is None

@@ -43,6 +43,7 @@ class Ground:
 class Listener:
     name: str
     position: np.ndarray              # world [m]
+    ear: np.ndarray | None = None     # binaural: unit outward axis of this ear (world); None = microphone
 
 
 @dataclass

@@ -63,6 +63,8 @@ class GroundSpec(_Strict):
 class ListenerSpec(_Strict):
     name: str = "mic"
     position: Vec3
+    binaural: bool = False            # two ears (channels NAME.L, NAME.R) with a spherical-head shadow
+    right_ear: Vec3 = (1.0, 0.0, 0.0)  # direction of the right ear from the head centre (world)
 
 
 class AirSpec(_Strict):
@@ -209,8 +211,20 @@ def parse_scene(data: dict, base: Path = Path("."), src: str = "<scene>") -> Sce
     dup = {n for n in names if names.count(n) > 1}
     if dup:
         raise InputError(f"{src}: object names must be unique; repeated: {sorted(dup)}")
-    listeners = [Listener(l.name, _finite(l.position, f"{src}: listener[{i}].position"))
-                 for i, l in enumerate(sf.listener)]
+    listeners = []
+    for i, l in enumerate(sf.listener):
+        p = _finite(l.position, f"{src}: listener[{i}].position")
+        if not l.binaural:
+            listeners.append(Listener(l.name, p))
+            continue
+        ax = _finite(l.right_ear, f"{src}: listener[{i}].right_ear")
+        if np.linalg.norm(ax) == 0:
+            raise InputError(f"{src}: listener[{i}].right_ear must be a non-zero direction")
+        ax = ax / np.linalg.norm(ax)
+        # ears on the head's surface (Brown & Duda head radius), one channel each (transfer/hrtf.py)
+        from ..transfer.hrtf import HEAD_RADIUS
+        listeners += [Listener(f"{l.name}.L", p - HEAD_RADIUS * ax, -ax), Listener(f"{l.name}.R",
+                                                                              p + HEAD_RADIUS * ax, ax)]
     scene = Scene(bodies=bodies, ground=ground, listeners=listeners, duration=float(s.duration),
                   sample_rate=int(s.sample_rate), seed=int(s.seed), sources=tuple(s.sources), air=air,
                   timestep=float(s.timestep), event_log=str((base / s.event_log).resolve()) if s.event_log

@@ -29,6 +29,7 @@ from ..contact.curvature import SurfaceCurvature
 from ..contact.hertz import hertz_tau, inverse_effective_mass
 from ..dynamics.events import GROUND, EventLog
 from ..errors import InputError
+from ..transfer import hrtf
 from ..transfer.low_order import compact_basis, compact_geometry, model_moments
 from .modal_kernel import synthesize
 
@@ -64,13 +65,14 @@ class ModalSource:
     air: speed of sound c [m/s] and density rho [kg/m^3]; mode_cutoff_db: stop updating a mode once this many dB
     below its peak (None: never); n_threads: worker threads for synthesis (None: all available cores; the
     result does not depend on it); transfers: {body name: transfer.precompute.TransferModel} whose FFAT maps
-    radiate that body's first modes (the rest keep the compact model).
+    radiate that body's first modes (the rest keep the compact model); ears: (L, 3) unit outward ear axes
+    (world) of binaural listeners, NaN rows for microphones (None: all microphones).
     """
 
     kind = "modal"
 
     def __init__(self, bodies, models, ground, air, *, mode_cutoff_db: float | None = 100.0,
-                 n_threads: int | None = None, transfers: dict | None = None):
+                 n_threads: int | None = None, transfers: dict | None = None, ears=None):
         self.bodies = list(bodies)
         names = [b.name for b in self.bodies]
         unknown = [k for k in models if k not in names]
@@ -83,6 +85,9 @@ class ModalSource:
         self.n_threads = n_threads
         # {body name: TransferModel}: FFAT maps of a body's first modes replace the compact model for them
         self.transfers = dict(transfers or {})
+        # (L, 3) outward ear axis per listener (world), NaN rows for plain microphones: binaural listeners get
+        # the spherical-head shadow |H(w_j, theta)| per mode (transfer/hrtf.py)
+        self.ears = None if ears is None else np.asarray(ears, np.float64)
         self._surface: dict[str, SurfaceCurvature] = {}
         self._moments: dict[str, tuple[np.ndarray, np.ndarray]] = {}
 
@@ -195,20 +200,37 @@ class ModalSource:
             for a in range(0, len(rows), _EVENT_BLOCK):           # bounded memory: (block, m, 3)
                 u = model.shapes_at(face[a:a + _EVENT_BLOCK], bary[a:a + _EVENT_BLOCK])[:, keep, :]
                 imp[a:a + _EVENT_BLOCK] = np.einsum("nmc,nc->nm", u, J_b[a:a + _EVENT_BLOCK])  # I_j = u_j . J
-            tm = self.transfers.get(body.name)
             idx = np.flatnonzero(keep)
-            ffat = idx < (tm.n_modes if tm is not None else 0)          # modes with an FFAT map
-            if (~ffat).any():
-                V, D = self._moments_of(body.name)
-                sel = idx[~ffat]
-                geom, delay = compact_geometry(xl_b, self.air.c, self.air.rho)
-                y += synthesize(2 * np.pi * f[sel], xi[sel], events.t[rows], tau, imp[:, ~ffat], delay, geom,
-                                compact_basis(V[sel], D[sel]), fs, n_samples, cutoff_db=self.mode_cutoff_db,
-                                n_threads=self.n_threads)
-            if ffat.any():
-                y += self._render_ffat(tm, idx[ffat], f, xi, events.t[rows], tau, imp[:, ffat], xl_b, fs,
-                                       n_samples, body.name)
+            ears = np.full((len(L_w), 3), np.nan) if self.ears is None else self.ears
+            mics = ~np.isfinite(ears).all(axis=1)
+            if mics.any():
+                y[mics] = self._render_modes(body.name, model, idx, events.t[rows], tau, imp, xl_b[:, mics], fs,
+                                             n_samples)
+            for l in np.flatnonzero(~mics):
+                # binaural: the head-shadow magnitude of each mode folds into its impulses (linear response)
+                theta = hrtf.ear_angle(ears[l], L_w[l], pos)                                   # (E,)
+                gain = hrtf.head_shadow(2 * np.pi * f[idx][None, :], theta[:, None], c=self.air.c)
+                y[l] = self._render_modes(body.name, model, idx, events.t[rows], tau, imp * gain,
+                                          xl_b[:, l:l + 1], fs, n_samples)[0]
         return out
+
+    def _render_modes(self, name, model, idx, t0, tau, imp, xl_b, fs, n_samples):
+        """Pressure (L, n) of the modes idx: FFAT maps where the body has them, the compact model otherwise."""
+        f = np.asarray(model.frequencies_hz, np.float64)
+        xi = np.asarray(model.xi, np.float64)
+        tm = self.transfers.get(name)
+        ffat = idx < (tm.n_modes if tm is not None else 0)              # modes with an FFAT map
+        y = np.zeros((xl_b.shape[1], n_samples))
+        if (~ffat).any():
+            V, D = self._moments_of(name)
+            sel = idx[~ffat]
+            geom, delay = compact_geometry(xl_b, self.air.c, self.air.rho)
+            y += synthesize(2 * np.pi * f[sel], xi[sel], t0, tau, imp[:, ~ffat], delay, geom,
+                            compact_basis(V[sel], D[sel]), fs, n_samples, cutoff_db=self.mode_cutoff_db,
+                            n_threads=self.n_threads)
+        if ffat.any():
+            y += self._render_ffat(tm, idx[ffat], f, xi, t0, tau, imp[:, ffat], xl_b, fs, n_samples, name)
+        return y
 
     def _render_ffat(self, tm, modes, f, xi, t0, tau, imp, xl_b, fs, n_samples, name):
         """Modes radiated by FFAT maps, phase-correct form of modal-sound.md sec. 6d: with P_j = p_j(x) e^{-ikr}

@@ -1,0 +1,40 @@
+"""Spherical-head HRTF magnitude (Brown & Duda 1998), for the binaural option of modal sound.
+
+A one-pole/one-zero head-shadow filter per ear (Brown & Duda 1998, eqs. 2-3), with w0 = c / a:
+
+    H(w, theta) = (1 + i alpha(theta) w / (2 w0)) / (1 + i w / (2 w0))
+    alpha(theta) = (1 + alpha_min / 2) + (1 - alpha_min / 2) cos(pi theta / theta_min)
+    alpha_min = 0.1, theta_min = 150 deg, a = 8.75 cm (average head)
+
+theta is the angle between the ear's outward axis and the direction from the head to the source: 0 = source
+on that ear's side (+6 dB at high frequency), theta_min = behind the head on the far side (-20 dB). |H| -> 1 at
+low frequency (the head is small against the wavelength). Harmonic-shells.txt sec. 4 applies |H(w_k, x)| per
+mode next to |p_k(x)|; the sources do the same per mode and per ear, and the ears are two listener positions
+(so the interaural delay comes from the geometry).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+HEAD_RADIUS = 0.0875      # m
+ALPHA_MIN = 0.1
+THETA_MIN = np.radians(150.0)
+
+
+def alpha(theta):
+    return (1 + ALPHA_MIN / 2) + (1 - ALPHA_MIN / 2) * np.cos(np.pi * np.asarray(theta) / THETA_MIN)
+
+
+def head_shadow(omega, theta, a: float = HEAD_RADIUS, c: float = 343.2) -> np.ndarray:
+    """|H(w, theta)| (broadcast over omega [rad/s] and theta [rad])."""
+    w0 = c / a
+    x = np.asarray(omega, np.float64) / (2 * w0)
+    al = alpha(theta)
+    return np.sqrt((1 + (al * x) ** 2) / (1 + x**2))
+
+
+def ear_angle(ear_axis, head, source) -> np.ndarray:
+    """Angle [rad] between unit ear axes (..., 3) and the directions head -> source (..., 3)."""
+    d = np.asarray(source, np.float64) - np.asarray(head, np.float64)
+    d = d / np.linalg.norm(d, axis=-1, keepdims=True)
+    return np.arccos(np.clip(np.sum(np.asarray(ear_axis) * d, axis=-1), -1.0, 1.0))
