@@ -368,14 +368,16 @@ def _m_orthonormalise(W, MW_fn, Q, MQ, m, rng, local: int = 0):
 
 def _block_lanczos(Kp, Mp, op: _ShiftInvert, nev: int, *, lam_max: float | None, block: int, tol: float,
                    max_dim: int, seed: int, n_rigid: int, sigma: float, max_steps: int = 400,
-                   accept: float = 0.1 * RESIDUAL_TOL, start: np.ndarray | None = None):
+                   accept: float = 0.1 * RESIDUAL_TOL, start: np.ndarray | None = None, n_ritz: int = 0):
     """Lowest ``nev`` eigenpairs of Kp x = lam Mp x (nondimensional, permuted order), shift-invert about sigma.
 
     The basis Q is M-orthonormal, so Rayleigh-Ritz is the dense symmetric eigenproblem of H = Q^T K Q (kept
     up to date one block of columns at a time). With lam_max: stop once every Ritz value <= lam_max (among the
     first nev) has converged together with the next one above it (so none below lam_max is missing).
-    start: M-orthonormal vectors (n, p), p < nev, e.g. the pairs of a smaller run, to begin from as after a thick
-    restart instead of from a random block. Returns (lam, X, residuals, stats).
+    start: M-orthonormal vectors (n, p), e.g. Ritz vectors of a smaller run, to begin from as after a thick
+    restart (expanding from the last ``block`` of them) instead of from a random block. n_ritz: also return the
+    first n_ritz Ritz vectors of the final basis, converged or not, as stats["ritz"] (a ``start`` for a larger
+    run). Returns (lam, X, residuals, stats).
     """
     n = Kp.shape[0]
     rng = np.random.default_rng(seed)
@@ -400,9 +402,9 @@ def _block_lanczos(Kp, Mp, op: _ShiftInvert, nev: int, *, lam_max: float | None,
 
     W = rng.standard_normal((n, block))
     m = local = 0
-    if start is not None and 0 < start.shape[1] <= max_dim - 2 * block:
-        m = start.shape[1]
-        Q[:, :m] = start
+    if start is not None and start.shape[1]:
+        m = min(start.shape[1], max_dim - 2 * block, nev + block)
+        Q[:, :m] = start[:, :m]
         MQ[:, :m] = Mp @ Q[:, :m]
         H[:m, :m] = Q[:, :m].T @ (Kp @ Q[:, :m])
         # expand from the top of the given vectors, as after a thick restart; the new block couples to all
@@ -475,7 +477,12 @@ def _block_lanczos(Kp, Mp, op: _ShiftInvert, nev: int, *, lam_max: float | None,
     else:
         raise SolverError(f"block Lanczos did not converge in {max_steps} steps (residual "
                           f"{float(np.max(res_w)):.2e}); re-mesh with better-shaped elements")
-    stats = dict(steps=step + 1, basis=m, solves=n_solves, restarts=n_restarts)
+    # Ritz values are upper bounds on the eigenvalues in order (interlacing), so this many eigenvalues at least
+    # lie below lam_max: a safe size for the next, larger run
+    n_below = 0 if lam_max is None else int(np.searchsorted(theta, lam_max, "right"))
+    stats = dict(steps=step + 1, basis=m, solves=n_solves, restarts=n_restarts, n_below=n_below)
+    if n_ritz:
+        stats["ritz"] = Q[:, :m] @ Y[:, :min(m, n_ritz)]
     return lam, X, res, stats
 
 
@@ -564,13 +571,15 @@ def _solve_modes(K, M, n_modes, *, scale, f_max, n_components, coords, shift, to
             max_dim = max(4 * nev_try + 2 * blk, 8 * blk)
             lam, Xp, _, stats = _block_lanczos(Kp, Mp, op, nev_try, lam_max=lam_max, block=blk, start=start,
                                                tol=_INNER_TOL, max_dim=max_dim, seed=seed,
-                                               n_rigid=n_rigid, sigma=sigma)
+                                               n_rigid=n_rigid, sigma=sigma, n_ritz=0 if lam_max is None else
+                                               min(max_dim, 2 * nev_try + 2 * blk))
+            n_below, start = stats.pop("n_below"), stats.pop("ritz", None)
             for k_, v_ in stats.items():
                 info[k_] = info.get(k_, 0) + v_ if k_ != "basis" else v_
             if lam_max is None or nev_try >= nev or len(lam) < nev_try or lam[-1] > lam_max:
                 break
-            nev_try = min(nev, 2 * nev_try)
-            start = Xp
+            nev_try = min(nev, max(2 * nev_try, n_below + 8))
+        del start
         X = Xp[inv]
 
     # back to SI: U^T M_hat U = I  ->  U_SI = U / sqrt(rho0 L^3)
