@@ -126,7 +126,7 @@ class FFATMap:
         pts = np.asarray(points, np.float64)
         flat = np.ascontiguousarray(pts.reshape(-1, 3))
         out = np.empty((len(flat), 1), np.complex128)
-        psi = np.ascontiguousarray(self.psi.reshape(-1), np.complex128)
+        psi = np.ascontiguousarray(np.moveaxis(self.psi, 0, -1).reshape(-1), np.complex128)
         _eval_bank(flat, psi, np.zeros(1, np.int64), np.array([self.T], np.int64), np.array([float(self.k)]),
                    self.terms, out)
         return out[:, 0].reshape(pts.shape[:-1])
@@ -134,7 +134,8 @@ class FFATMap:
 
 @nb.njit(cache=True, inline="always")
 def _bilinear_one(psi, base, T, th, ph, terms, kr):
-    """sum_j Psi_j(th, ph) / kr^j for one mode whose psi block starts at ``base`` (layout (M, T, 2T))."""
+    """sum_j Psi_j(th, ph) / kr^j for one mode whose psi block starts at ``base``. Packed layout (T, 2T, M): the
+    M terms of a grid point are adjacent, so a lookup touches 4 cache lines, not 4 M."""
     nphi = 2 * T
     u = th * (T - 1) / np.pi
     i0 = min(int(u), T - 2)
@@ -146,12 +147,15 @@ def _bilinear_one(psi, base, T, th, ph, terms, kr):
     j1 = (j0 + 1) % nphi
     acc = 0j
     scale = 1.0
+    c00 = base + (i0 * nphi + j0) * terms
+    c01 = base + (i0 * nphi + j1) * terms
+    c10 = base + ((i0 + 1) * nphi + j0) * terms
+    c11 = base + ((i0 + 1) * nphi + j1) * terms
     for m in range(terms):
-        b = base + m * T * nphi
-        a00 = psi[b + i0 * nphi + j0]
-        a01 = psi[b + i0 * nphi + j1]
-        a10 = psi[b + (i0 + 1) * nphi + j0]
-        a11 = psi[b + (i0 + 1) * nphi + j1]
+        a00 = psi[c00 + m]
+        a01 = psi[c01 + m]
+        a10 = psi[c10 + m]
+        a11 = psi[c11 + m]
         val = (1 - fu) * ((1 - fv) * a00 + fv * a01) + fu * ((1 - fv) * a10 + fv * a11)
         acc += val * scale
         scale /= kr
@@ -160,23 +164,29 @@ def _bilinear_one(psi, base, T, th, ph, terms, kr):
 
 @nb.njit(cache=True, parallel=True)
 def _eval_bank(points, psi, offsets, Ts, ks, terms, out):
-    """out[i, j]: mode j's pressure at point i (one listener per row), O(terms) per mode."""
-    for i in range(points.shape[0]):
+    """out[i, j]: mode j's pressure at point i, O(terms) per mode; one parallel loop over all (point, mode)."""
+    n, m = points.shape[0], ks.shape[0]
+    R = np.empty(n)
+    th = np.empty(n)
+    ph = np.empty(n)
+    for i in range(n):
         x, y, z = points[i, 0], points[i, 1], points[i, 2]
-        R = np.sqrt(x * x + y * y + z * z)
-        th = np.arccos(min(1.0, max(-1.0, z / R)))
-        ph = np.arctan2(y, x)
-        if ph < 0:
-            ph += 2 * np.pi
-        for j in nb.prange(ks.shape[0]):
-            kr = ks[j] * R
-            h = -1j * np.exp(1j * kr) / kr
-            out[i, j] = h * _bilinear_one(psi, offsets[j], Ts[j], th, ph, terms, kr)
+        R[i] = np.sqrt(x * x + y * y + z * z)
+        th[i] = np.arccos(min(1.0, max(-1.0, z / R[i])))
+        p = np.arctan2(y, x)
+        ph[i] = p + 2 * np.pi if p < 0 else p
+    for q in nb.prange(n * m):
+        i = q // m
+        j = q - i * m
+        kr = ks[j] * R[i]
+        h = -1j * np.exp(1j * kr) / kr
+        out[i, j] = h * _bilinear_one(psi, offsets[j], Ts[j], th[i], ph[i], terms, kr)
 
 
 @dataclass
 class FFATBank:
-    """FFAT maps of many modes packed for fast evaluation: psi flat complex64, per-mode offset, T and k."""
+    """FFAT maps of many modes packed for fast evaluation: psi flat complex64 (per mode (T, 2T, M), starting at
+    offsets[j]), T and k per mode."""
 
     k: np.ndarray
     T: np.ndarray
@@ -191,16 +201,16 @@ class FFATBank:
             raise ValueError("all FFAT maps of a bank need the same number of terms")
         sizes = [m.psi.size for m in maps]
         offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64) if maps else np.zeros(0, np.int64)
-        psi = np.concatenate([m.psi.reshape(-1) for m in maps]).astype(np.complex64) if maps \
-            else np.zeros(0, np.complex64)
+        psi = np.concatenate([np.moveaxis(m.psi, 0, -1).reshape(-1) for m in maps]).astype(np.complex64) \
+            if maps else np.zeros(0, np.complex64)
         return cls(k=np.array([m.k for m in maps], np.float64), T=np.array([m.T for m in maps], np.int64),
                    offsets=offsets, psi=psi, terms=terms.pop() if terms else 1)
 
     def map(self, j: int) -> FFATMap:
         T = int(self.T[j])
         n = self.terms * T * 2 * T
-        return FFATMap(k=float(self.k[j]), psi=self.psi[self.offsets[j]:self.offsets[j] + n].reshape(
-            self.terms, T, 2 * T).astype(np.complex128))
+        return FFATMap(k=float(self.k[j]), psi=np.moveaxis(self.psi[self.offsets[j]:self.offsets[j] + n].reshape(
+            T, 2 * T, self.terms), -1, 0).astype(np.complex128))
 
     def evaluate(self, points) -> np.ndarray:
         """Complex pressure per unit modal amplitude (n_points, n_modes) at body-frame points (n, 3) [m]."""

@@ -30,9 +30,9 @@ from ..errors import AssetError, InputError
 from . import bem, ffat
 
 KIND = "ffat_transfer"
-KIND_VERSION = 1
+KIND_VERSION = 2
 MODE_KIND = "ffat_mode"
-CODE_VERSION = "ffat-1"
+CODE_VERSION = "ffat-2"
 
 #: held-out radii (in units of the bounding radius): between the fitting shells, and farther out than the last
 HOLDOUT_RADII = (3.2, 5.0, 12.0, 40.0)
