@@ -22,7 +22,7 @@ from .assembly import P2_EDGES, assemble
 from .eigen import SOLVER_VERSION, solve_modes
 from .model import ModalModel
 
-CODE_VERSION = "modal-2"     # bump when anything that changes the numbers of a modal model changes
+CODE_VERSION = "modal-3"     # bump when anything that changes the numbers of a modal model changes
 
 
 def mass_properties(nodes: np.ndarray, tets: np.ndarray, rho: float):
