@@ -2,10 +2,12 @@
 55 s on 8 cores): a 7.5 mm radius sphere of the Table 1 material (E 123.4 GPa, nu 0.34, rho 8940 kg/m^3: our
 "copper"), 1 ms simulated, all six fields, through the public API (plan_pan + run_pan), 5 x 10 directions.
 
-Reports the plan (grid, cells, steps, cell-updates), the wall time of the whole precompute (voxelization, the six
-FDTD fields, the fit) and of one field alone, the throughput, and peak memory: ru_maxrss of the process and the
-tracemalloc peak of the precompute (NumPy arrays report their buffers to tracemalloc). JIT compilation is done
-(and timed) first on a tiny job, so the figures are the precompute alone.
+Reports the plan (grid, cells, steps, cell-updates), the wall time of the whole precompute and its two parts (the
+six FDTD fields with voxelization, run_fields; the PAN fit, fit_pan_field: both timed by wrapping the names
+run_pan calls), one field alone, the throughput, and peak memory: ru_maxrss of the process and the tracemalloc
+peak of the precompute (NumPy arrays report their buffers to tracemalloc). JIT compilation is done (and timed)
+first on a tiny job, so the figures are the precompute alone. On a shared machine the fit's dense SVD (OpenBLAS,
+one thread per core) is very sensitive to other jobs: compare with OPENBLAS_NUM_THREADS=1.
 
 Run: .venv/bin/python bench/bench_pan_precompute.py [DURATION_S] [SUBDIVISIONS]
 """
@@ -20,6 +22,7 @@ import numpy as np
 import trimesh
 
 from impactsound.materials import get_material
+from impactsound.sources.pan import precompute as pre
 from impactsound.sources.pan.field import sample_points
 from impactsound.sources.pan.precompute import MeshInside, plan_pan, run_pan
 from impactsound.sources.pan.pulse import psi
@@ -55,9 +58,25 @@ def main():
     t_field = time.perf_counter() - t
     print(f"one field: {t_field:.2f} s = {pl.n_cells * pl.n_steps / t_field / 1e9:.2f}e9 cell-updates/s")
 
+    parts = {}
+
+    def timed(name, fn):
+        def wrapper(*a, **k):
+            t0 = time.perf_counter()
+            try:
+                return fn(*a, **k)
+            finally:
+                parts[name] = parts.get(name, 0.0) + time.perf_counter() - t0
+        return wrapper
+
+    orig = pre.run_fields, pre.fit_pan_field
+    pre.run_fields, pre.fit_pan_field = timed("fields", orig[0]), timed("fit", orig[1])
     tracemalloc.start()
     t = time.perf_counter()
-    fld = run_pan(job)
+    try:
+        fld = run_pan(job)
+    finally:
+        pre.run_fields, pre.fit_pan_field = orig
     wall = time.perf_counter() - t
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
@@ -65,6 +84,9 @@ def main():
     print(f"precompute (plan_pan + run_pan, six fields and the fit): {wall:.1f} s wall "
           f"({'under' if wall < 30 else 'OVER'} the 30 s goal; paper: 415 s on 8 cores) = "
           f"{e['cell_updates'] / wall / 1e9:.2f}e9 cell-updates/s overall")
+    print(f"  six FDTD fields (run_fields): {parts.get('fields', 0):.1f} s = "
+          f"{e['cell_updates'] / parts.get('fields', 1) / 1e9:.2f}e9 cell-updates/s; PAN fit (fit_pan_field): "
+          f"{parts.get('fit', 0):.1f} s")
     print(f"peak memory: ru_maxrss {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB (process), "
           f"tracemalloc peak {peak / 2**20:.0f} MiB (during run_pan)")
 
