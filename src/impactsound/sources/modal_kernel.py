@@ -193,40 +193,81 @@ def _run_item_block(b0, b1, zr, zi, pr, pim, sr, si, wd, j0, l, order_l, ninj_l,
 
 
 @njit(cache=True, nogil=True)
-def _contact_terms(out, sr, si, xi, omega, wd, t0, tau, imp, delay, geom, basis, fs, nstart, ninj):
-    """Add the samples that fall inside each contact (0 <= u < tau), from the closed form (module docstring)."""
+def _contact_terms(vals, a, b, sr, si, pr, pim, xi, omega, wd, t0, tau, imp, delay, geom, basis, dt, nstart, ninj):
+    """Samples inside each contact (0 <= u < tau) from the closed form (module docstring), modes [a, b) only.
+
+    vals[e, l, i] receives the sum over those modes at sample nstart[e, l] + i (an own buffer per chunk, so chunks
+    run in parallel and are summed in a fixed order). The forced part e^{s u} I(u) is evaluated as
+        e^{s u} I(u) = [(e^{s u} - e^{i Omega u}) / (s - i Omega) - (e^{s u} - e^{-i Omega u}) / (s + i Omega)] / (2 i)
+    (from I's phi form and e^{s u} phi(x u) = (e^{s u} - e^{(s - x) u}) / (x u)), with e^{s u} advanced sample to
+    sample by the pole p = e^{s dt} and e^{+-i Omega u} shared by all modes; where (s -+ i Omega) u is small the
+    phi form (Taylor series, no cancellation) is used instead."""
     n_ev, L = delay.shape
-    m = sr.shape[0]
     K = geom.shape[2]
     F = geom.shape[3]
-    N = out.shape[1]
-    dt = 1.0 / fs
+    clen = vals.shape[2]
     c = np.zeros(4)
+    us = np.empty(clen)
+    sns = np.empty(clen)
+    css = np.empty(clen)
     for e in range(n_ev):
         te = tau[e]
         om_c = math.pi / te
+        io = 1j * om_c
         for l in range(L):
-            for n in range(max(nstart[e, l], 0), min(ninj[e, l], N)):
-                u = n * dt - delay[e, l] - t0[e]
+            n0 = nstart[e, l]
+            n1 = ninj[e, l]
+            for i in range(n1 - n0):
+                vals[e, l, i] = 0.0
+                u = (n0 + i) * dt - delay[e, l] - t0[e]
                 u = min(max(u, 0.0), te)
-                sn = math.sin(om_c * u)
-                cs = math.cos(om_c * u)
-                val = 0.0
-                for j in range(m):
-                    s = complex(sr[j], si[j])
-                    c[:] = 0.0
-                    for k in range(K):
-                        ck = 0.0
-                        for f in range(F):
-                            ck += geom[e, l, k, f] * basis[f, j]
-                        c[k] = ck
-                    G = math.pi * imp[e, j] / (2.0 * te)
-                    z = (G / wd[j]) * np.exp(s * u) * _I(s, om_c, u)
-                    w = c[0] + c[1] * s + c[2] * s * s + c[3] * s * s * s
-                    Fo = G * sn
-                    dF = G * om_c * cs
-                    val += (w * z).imag + c[2] * Fo + c[3] * (dF - 2.0 * xi[j] * omega[j] * Fo)
-                out[l, n] += val
+                us[i] = u
+                sns[i] = math.sin(om_c * u)
+                css[i] = math.cos(om_c * u)
+            if n1 <= n0:
+                continue
+            for j in range(a, b):
+                s = complex(sr[j], si[j])
+                p = complex(pr[j], pim[j])
+                c[:] = 0.0
+                for k in range(K):
+                    ck = 0.0
+                    for f in range(F):
+                        ck += geom[e, l, k, f] * basis[f, j]
+                    c[k] = ck
+                w = c[0] + c[1] * s + c[2] * s * s + c[3] * s * s * s
+                G = math.pi * imp[e, j] / (2.0 * te)
+                gw = G / wd[j]
+                c2 = c[2] * G
+                c3 = c[3] * G
+                damp = 2.0 * xi[j] * omega[j]
+                sa = s - io
+                sb = s + io
+                ia = 1.0 / sa if sa != 0 else 0j      # sa = 0 (xi = 0, w tau = pi): always the phi branch
+                ib = 1.0 / sb if sb != 0 else 0j
+                eu = np.exp(s * us[0])
+                for i in range(n1 - n0):
+                    u = us[i]
+                    ep = complex(css[i], sns[i])
+                    if abs(sa) * u < 0.1 or abs(sb) * u < 0.1:
+                        eu = np.exp(s * u)
+                        z = eu * u * (_phi(sa * u) - _phi(sb * u)) / 2j
+                    else:
+                        z = ((eu - ep) * ia - (eu - ep.conjugate()) * ib) / 2j
+                    vals[e, l, i] += (w * gw * z).imag + c2 * sns[i] + c3 * (om_c * css[i] - damp * sns[i])
+                    eu = eu * p
+
+
+@njit(cache=True, nogil=True)
+def _scatter_contact(out, cv, nstart, ninj):
+    """out[l, n] += cv[e, l, n - nstart[e, l]] for the in-contact samples n of every event inside the output."""
+    n_ev, L = nstart.shape
+    N = out.shape[1]
+    for e in range(n_ev):
+        for l in range(L):
+            n0 = nstart[e, l]
+            for n in range(max(n0, 0), min(ninj[e, l], N)):
+                out[l, n] += cv[e, l, n - n0]
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -312,9 +353,9 @@ def synthesize(omega, xi, t0, tau, impulse, delay, geom, basis, sample_rate: flo
     ninj = np.where(ninj * dt - delay - t0[:, None] < tau[:, None], ninj + 1, ninj)
     ninj = np.maximum(ninj, 0)
 
-    _contact_terms(out, sr, si, xi, omega, wd, t0, tau, imp, delay, geom, basis, fs, nstart, ninj)
-
     chunks = mode_chunks(m)
+    clen = int(max(1, (ninj - nstart).max()))
+    cvals = np.zeros((len(chunks), E, L, clen))
     items = [(c, l) for c in range(len(chunks)) for l in range(L)]
     if cutoff_db is None or not np.isfinite(cutoff_db):
         alive = [int(_NEVER)] * len(chunks)
@@ -340,9 +381,20 @@ def synthesize(omega, xi, t0, tau, impulse, delay, geom, basis, sample_rate: flo
         _run_item_block(b0, b1, zs[i][0], zs[i][1], ppr, ppi, ssr, ssi, wwd, a, l, order[l], ninj_c[l],
                         states[i], t0, tau, imp, delay, geom, basis, dt, alive[c], part[i])
 
+    def contact(c):
+        a, b = chunks[c]
+        _contact_terms(cvals[c], a, b, sr, si, pr, pim, xi, omega, wd, t0, tau, imp, delay, geom, basis, dt, nstart, ninj)
+
     nt = min(n_threads or default_threads(), len(items))
     ex = ThreadPoolExecutor(max_workers=nt) if nt > 1 else None
     try:
+        if ex is None:
+            for c in range(len(chunks)):
+                contact(c)
+        else:
+            for f in [ex.submit(contact, c) for c in range(len(chunks))]:
+                f.result()
+        _scatter_contact(out, cvals.sum(axis=0), nstart, ninj)     # chunks summed in a fixed order
         for b0 in range(0, n_samples, B):
             b1 = min(n_samples, b0 + B)
             if ex is None:
