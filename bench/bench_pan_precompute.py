@@ -6,8 +6,8 @@ Reports the plan (grid, cells, steps, cell-updates), the wall time of the whole 
 six FDTD fields with voxelization, run_fields; the PAN fit, fit_pan_field: both timed by wrapping the names
 run_pan calls), one field alone, the throughput, and peak memory: ru_maxrss of the process and the tracemalloc
 peak of the precompute (NumPy arrays report their buffers to tracemalloc). JIT compilation is done (and timed)
-first on a tiny job, so the figures are the precompute alone. On a shared machine the fit's dense SVD (OpenBLAS,
-one thread per core) is very sensitive to other jobs: compare with OPENBLAS_NUM_THREADS=1.
+first on a tiny job, so the figures are the precompute alone. The fit is a banded solve (~0.1-0.2 s); the
+FDTD fields are the whole cost, and on a shared machine they slow down with other jobs.
 
 Run: .venv/bin/python bench/bench_pan_precompute.py [DURATION_S] [SUBDIVISIONS]
 """

@@ -43,12 +43,37 @@ class SchedulerFallbackWarning(UserWarning):
     """The Dask scheduler could not be reached and the tasks ran on this machine instead (``fallback_local``)."""
 
 
+#: environment variable that caps the compute threads of one process (FDTD, synthesis kernels)
+THREADS_ENV = "IMPACTSOUND_THREADS"
+
+
 def local_cores() -> int:
     """Cores this process may run on."""
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # pragma: no cover - non-Linux
         return max(1, os.cpu_count() or 1)
+
+
+def default_threads() -> int:
+    """Compute threads for one process: ``$IMPACTSOUND_THREADS`` when set (a positive integer), else the cores
+    this process may run on. The local process pool sets it to cores // processes in its workers so that
+    several solves side by side do not oversubscribe the cores; set it on Dask workers that share a machine."""
+    v = os.environ.get(THREADS_ENV, "").strip()
+    if v:
+        try:
+            n = int(v)
+        except ValueError:
+            n = 0
+        if n < 1:
+            raise InputError(f"{THREADS_ENV}={v!r}: need a positive integer number of threads (or unset it)")
+        return n
+    return local_cores()
+
+
+def _limit_threads(n: int) -> None:
+    """Process-pool initializer: cap this worker's compute threads (see :func:`default_threads`)."""
+    os.environ[THREADS_ENV] = str(max(1, int(n)))
 
 
 def map_tasks(fn: Callable[[Any], Any], tasks: Iterable[Any], *, scheduler: str | None = None,
@@ -123,7 +148,9 @@ def _run_pool(fn, tasks: Sequence, n: int, progress, on_result) -> list:
     from concurrent.futures import CancelledError, ProcessPoolExecutor, as_completed
     out: list = [None] * len(tasks)
     error: BaseException | None = None
-    ex = ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("spawn"))
+    share = max(1, local_cores() // n)
+    ex = ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("spawn"), initializer=_limit_threads,
+                             initargs=(share,))
     try:
         futs = {ex.submit(fn, t): i for i, t in enumerate(tasks)}
         k = 0

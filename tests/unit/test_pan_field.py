@@ -118,3 +118,19 @@ def test_asset_roundtrip(tmp_path):
     assert back.meta["fit_rank"] == fld.meta["fit_rank"]
     with pytest.raises(AssetError):
         PANField.load(path, inputs_hash="other")
+
+
+@pytest.mark.parametrize("T,dtq_factor", [(400, 1.0), (500, 2.0)])
+def test_banded_fit_is_the_minimum_norm_least_squares_solution(T, dtq_factor):
+    """The banded normal-equation solve (and its zeroed unobserved columns) against LAPACK's minimum-norm
+    least-squares solution of the same dense system, on noisy data the model cannot fit exactly."""
+    radii = shell_radii(0.0075)
+    c, dt = 343.2, 8.4e-7
+    op = fit_operator(radii, c, dt, -1.4e-5, T, dt_q=dtq_factor * dt)
+    assert op.chol is not None                                        # well-determined: the banded path
+    p = np.random.default_rng(5).normal(size=(3, len(radii), T))
+    B = p[:, op.rows[:, 0], op.rows[:, 1]]
+    ref = np.linalg.lstsq(op.matrix.toarray(), B.T, rcond=1e-10)[0].T
+    ref = ref.reshape(3, op.n_terms, op.n_coef) * op.scale[None, :, None]
+    got = op.solve(p)
+    assert np.max(np.abs(got - ref)) < 1e-9 * np.max(np.abs(ref))

@@ -38,13 +38,13 @@ its next injection.
 from __future__ import annotations
 
 import math
-import os
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from numba import njit
 
 from ..errors import InputError
+from ..parallel import default_threads
 
 #: samples per block of the threaded driver (partials are (items, BLOCK) float64)
 BLOCK = 65536
@@ -276,13 +276,6 @@ def mode_chunks(m: int) -> list[tuple[int, int]]:
     n = max(1, min(MAX_CHUNKS, -(-m // CHUNK_MODES)))
     edges = np.linspace(0, m, n + 1).round().astype(int)
     return [(int(edges[i]), int(edges[i + 1])) for i in range(n) if edges[i + 1] > edges[i]]
-
-
-def default_threads() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:                                   # pragma: no cover (non-Linux)
-        return max(1, os.cpu_count() or 1)
 
 
 def synthesize(omega, xi, t0, tau, impulse, delay, geom, basis, sample_rate: float, n_samples: int, *,

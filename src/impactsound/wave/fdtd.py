@@ -37,7 +37,6 @@ bench/bench_fdtd.py --threading compares prange under each layer).
 from __future__ import annotations
 
 import math
-import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -45,6 +44,7 @@ import numba as nb
 import numpy as np
 
 from ..errors import SolverError
+from ..parallel import default_threads
 
 COURANT_LIMIT = 1.0 / math.sqrt(3.0)
 #: time steps per pass over memory in FDTDSolver.run (temporal blocking; see the module docstring)
@@ -58,13 +58,6 @@ SLABS_PER_THREAD = 2
 
 # Threads: see the module docstring.
 _POOL: ThreadPoolExecutor | None = None
-
-
-def default_threads() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # pragma: no cover - non-Linux
-        return max(1, os.cpu_count() or 1)
 
 
 def _pool() -> ThreadPoolExecutor:

@@ -25,7 +25,7 @@ from .field import N_RADII, fit_pan_field, sample_points, shell_radii
 from .pulse import psi
 from .timescale import pulse_timescale
 
-CODE_VERSION = "pan-precompute-3"   # part of every cache key: bump when the numerics change
+CODE_VERSION = "pan-precompute-4"   # part of every cache key: bump when the numerics change
 
 
 @dataclass
