@@ -16,8 +16,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import math
+
 import numba as nb
 import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 N_SHELLS = 6
 SHELL_GAMMA = 1.54
@@ -132,55 +138,115 @@ class FFATMap:
         return out[:, 0].reshape(pts.shape[:-1])
 
 
-@nb.njit(cache=True, inline="always")
-def _bilinear_one(psi, base, T, th, ph, terms, kr):
-    """sum_j Psi_j(th, ph) / kr^j for one mode whose psi block starts at ``base``. Packed layout (T, 2T, M): the
-    M terms of a grid point are adjacent, so a lookup touches 4 cache lines, not 4 M."""
-    nphi = 2 * T
-    u = th * (T - 1) / np.pi
-    i0 = min(int(u), T - 2)
-    fu = u - i0
-    v = ph * nphi / (2.0 * np.pi)
-    j0 = int(v)
-    fv = v - j0
-    j0 = j0 % nphi
-    j1 = (j0 + 1) % nphi
-    acc = 0j
-    scale = 1.0
-    c00 = base + (i0 * nphi + j0) * terms
-    c01 = base + (i0 * nphi + j1) * terms
-    c10 = base + ((i0 + 1) * nphi + j0) * terms
-    c11 = base + ((i0 + 1) * nphi + j1) * terms
-    for m in range(terms):
-        a00 = psi[c00 + m]
-        a01 = psi[c01 + m]
-        a10 = psi[c10 + m]
-        a11 = psi[c11 + m]
-        val = (1 - fu) * ((1 - fv) * a00 + fv * a01) + fu * ((1 - fv) * a10 + fv * a11)
-        acc += val * scale
-        scale /= kr
-    return acc
+#: modes per work item of the evaluation (its gather buffer stays in L1)
+EVAL_BLOCK = 64
+
+
+@intrinsic
+def _prefetch(typingctx, arr, idx):
+    """Hint the CPU to start loading arr[idx] into cache (LLVM's prefetch: read, high locality); no fault on any
+    address, no effect on results."""
+    sig = types.void(arr, idx)
+
+    def codegen(context, builder, signature, args):
+        aryty = signature.args[0]
+        ary = context.make_array(aryty)(context, builder, args[0])
+        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [args[1]], wraparound=False,
+                                       boundscheck=False)
+        i8p = ir.IntType(8).as_pointer()
+        i32 = ir.IntType(32)
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]),
+                                            "llvm.prefetch.p0i8")
+        builder.call(fn, [builder.bitcast(ptr, i8p), ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])
+        return context.get_dummy_value()
+
+    return sig, codegen
 
 
 @nb.njit(cache=True, parallel=True)
 def _eval_bank(points, psi, offsets, Ts, ks, terms, out):
-    """out[i, j]: mode j's pressure at point i, O(terms) per mode; one parallel loop over all (point, mode)."""
+    """out[i, j]: mode j's pressure at point i: h0(k R) sum_m Psi_m(theta, phi) / (k R)^m with Psi bilinear on
+    the (T, 2T) grid (module docstring), O(terms) per mode.
+
+    The maps of many modes are far larger than the caches, so one evaluation is a few random memory reads; they
+    dominate. Work items are (point, block of EVAL_BLOCK modes), run in parallel. Each item first computes the
+    corner addresses of all its modes and issues prefetches for them (packed layout (T, 2T, M): the two phi
+    neighbours of a theta row are adjacent, so two rows = 2-4 cache lines), then gathers the values into a small
+    buffer, then does the arithmetic; many reads are in flight at once instead of one per mode (1.5-2x on a
+    2 GB bank, bench/bench_bem.py)."""
     n, m = points.shape[0], ks.shape[0]
+    last = psi.shape[0] - 1
     R = np.empty(n)
-    th = np.empty(n)
-    ph = np.empty(n)
+    thn = np.empty(n)
+    phn = np.empty(n)
     for i in range(n):
         x, y, z = points[i, 0], points[i, 1], points[i, 2]
         R[i] = np.sqrt(x * x + y * y + z * z)
-        th[i] = np.arccos(min(1.0, max(-1.0, z / R[i])))
+        thn[i] = np.arccos(min(1.0, max(-1.0, z / R[i]))) / np.pi          # theta / pi in [0, 1]
         p = np.arctan2(y, x)
-        ph[i] = p + 2 * np.pi if p < 0 else p
-    for q in nb.prange(n * m):
-        i = q // m
-        j = q - i * m
-        kr = ks[j] * R[i]
-        h = -1j * np.exp(1j * kr) / kr
-        out[i, j] = h * _bilinear_one(psi, offsets[j], Ts[j], th[i], ph[i], terms, kr)
+        phn[i] = (p + 2 * np.pi if p < 0 else p) / (2 * np.pi)              # phi / 2 pi in [0, 1]
+    nblk = (m + EVAL_BLOCK - 1) // EVAL_BLOCK
+    for q in nb.prange(n * nblk):
+        i = q // nblk
+        jb = (q - i * nblk) * EVAL_BLOCK
+        je = min(m, jb + EVAL_BLOCK)
+        cor = np.empty((EVAL_BLOCK, 2), np.int64)
+        fu = np.empty(EVAL_BLOCK)
+        fv = np.empty(EVAL_BLOCK)
+        vals = np.empty((EVAL_BLOCK, 4, terms), np.complex64)
+        for j in range(jb, je):                     # addresses of the corners (i0, j0) and (i0 + 1, j0), prefetch
+            T = Ts[j]
+            nphi = 2 * T
+            u = thn[i] * (T - 1)
+            i0 = min(int(u), T - 2)
+            v = phn[i] * nphi
+            j0 = int(v)
+            fu[j - jb] = u - i0
+            fv[j - jb] = v - j0
+            if j0 >= nphi:
+                j0 -= nphi
+            c0 = offsets[j] + (i0 * nphi + j0) * terms
+            c1 = c0 + nphi * terms
+            cor[j - jb, 0] = c0
+            cor[j - jb, 1] = j0                     # phi column (for the periodic wrap below)
+            _prefetch(psi, c0)
+            _prefetch(psi, min(c0 + 2 * terms - 1, last))
+            _prefetch(psi, c1)
+            _prefetch(psi, min(c1 + 2 * terms - 1, last))
+        for j in range(jb, je):                     # gather
+            T = Ts[j]
+            nphi = 2 * T
+            c00 = cor[j - jb, 0]
+            d = terms if cor[j - jb, 1] + 1 < nphi else (1 - nphi) * terms     # j1 = j0 + 1, periodic in phi
+            row = nphi * terms
+            for t in range(terms):
+                vals[j - jb, 0, t] = psi[c00 + t]
+                vals[j - jb, 1, t] = psi[c00 + d + t]
+                vals[j - jb, 2, t] = psi[c00 + row + t]
+                vals[j - jb, 3, t] = psi[c00 + row + d + t]
+        for j in range(jb, je):                     # arithmetic
+            a = fu[j - jb]
+            b = fv[j - jb]
+            w00 = (1 - a) * (1 - b)
+            w01 = (1 - a) * b
+            w10 = a * (1 - b)
+            w11 = a * b
+            kr = ks[j] * R[i]
+            inv = 1.0 / kr
+            accr = 0.0
+            acci = 0.0
+            sc = 1.0
+            for t in range(terms):
+                v00 = vals[j - jb, 0, t]
+                v01 = vals[j - jb, 1, t]
+                v10 = vals[j - jb, 2, t]
+                v11 = vals[j - jb, 3, t]
+                accr += sc * (w00 * v00.real + w01 * v01.real + w10 * v10.real + w11 * v11.real)
+                acci += sc * (w00 * v00.imag + w01 * v01.imag + w10 * v10.imag + w11 * v11.imag)
+                sc *= inv
+            hr = math.sin(kr) * inv                 # h0(kr) = -i e^{i kr} / kr = (sin kr - i cos kr) / kr
+            hi = -math.cos(kr) * inv
+            out[i, j] = complex(hr * accr - hi * acci, hr * acci + hi * accr)
 
 
 @dataclass
