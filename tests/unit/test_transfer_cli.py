@@ -13,20 +13,23 @@ from impactsound.materials import get_material
 from impactsound.transfer.precompute import TransferModel
 
 
-@pytest.fixture(scope="module")
-def modal_asset(tmp_path_factory):
+def _sphere_modes(path, subdivisions):
     """A rigid sphere 'mode' set: breathing (u = n) and translation (u = z) at low frequency (ka << 1)."""
-    d = tmp_path_factory.mktemp("transfer")
-    s = trimesh.creation.icosphere(subdivisions=2, radius=0.05)
+    s = trimesh.creation.icosphere(subdivisions=subdivisions, radius=0.05)
     y = np.asarray(s.vertices)
     shapes = np.stack([y / 0.05, np.tile([0.0, 0.0, 1.0], (len(y), 1))])
     mat = get_material("steel")
     m = ModalModel(material=mat, order=1, frequencies_hz=np.array([500.0, 900.0]), surface_nodes=y,
                    surface_faces=np.asarray(s.faces), shapes=shapes, xi=np.array([1e-3, 1e-3]), mass=1.0,
-                   com=np.zeros(3), inertia=np.eye(3) * 1e-3, volume=float(s.volume), inputs_hash="tiny-sphere")
-    p = d / "sphere.h5"
-    m.save(p)
-    return p
+                   com=np.zeros(3), inertia=np.eye(3) * 1e-3, volume=float(s.volume),
+                   inputs_hash=f"tiny-sphere-{subdivisions}")
+    m.save(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def modal_asset(tmp_path_factory):
+    return _sphere_modes(tmp_path_factory.mktemp("transfer") / "sphere.h5", 2)
 
 
 def test_precompute_info_plot_and_resume(modal_asset, tmp_path):
@@ -69,3 +72,36 @@ def test_refuses_transfer_of_other_model(modal_asset, tmp_path, capsys):
         TransferModel.load(out, other)
     assert main(["transfer", "info", str(tmp_path / "missing.h5")]) == 2
     assert "no such transfer asset" in capsys.readouterr().err
+
+
+def test_near_field_uses_the_bem_solution_and_matches_the_exact_sphere_fields(tmp_path):
+    """Inside the first FFAT shell (R1 = 2.5 r_bar) the transfer comes from the stored BEM surface solution.
+    Exact references (e^{-i w t}, dp/dn = rho w^2 u.n on r = a): breathing u = n gives p = rho w^2 h0(kr) /
+    (k h0'(ka)); translation u = e_z gives p = rho w^2 cos(theta) h1(kr) / (k h1'(ka))."""
+    from scipy.special import spherical_jn, spherical_yn
+
+    from impactsound.transfer.precompute import TransferSettings, run_transfer
+
+    def h(n, x, d=False):
+        return spherical_jn(n, x, derivative=d) + 1j * spherical_yn(n, x, derivative=d)
+
+    model = ModalModel.load(_sphere_modes(tmp_path / "sphere3.h5", 3))    # 1280 faces: volume 0.991 of the sphere
+    out = tmp_path / "t.h5"
+    run_transfer(model, TransferSettings(terms=2), out=out, workers=1)
+    tm = TransferModel.load(out, model)
+    a, rho, c = 0.05, TransferSettings().rho, TransferSettings().c
+    assert tm.inner_radius == pytest.approx(2.5 * a, rel=1e-6)
+    rng = np.random.default_rng(2)
+    d = rng.normal(size=(6, 3))
+    d /= np.linalg.norm(d, axis=1, keepdims=True)
+    for r in (0.3, 0.07, 0.1):                               # one radius in the FFAT range, two near-field radii
+        x = r * d
+        p = tm.evaluate(x)
+        for j, n in ((0, 0), (1, 1)):
+            w = 2 * np.pi * model.frequencies_hz[j]
+            k = w / c
+            ang = np.ones(len(d)) if n == 0 else d[:, 2]
+            ref = rho * w**2 * ang * h(n, k * r) / (k * h(n, k * a, True))
+            err = np.abs(p[:, j] - ref) / np.abs(ref).max()
+            assert err.max() < (0.02, 0.03)[j], (r, j, err.max())    # issue 4: 2 % pulsating, 3 % oscillating
+        assert set(tm._solutions) == ({0, 1} if r < tm.inner_radius else set())  # near points: BEM path

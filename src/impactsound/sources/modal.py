@@ -57,6 +57,10 @@ def _to_body(R, c, x):
     return np.einsum("nji,nj->ni", R, d) if x.ndim == 2 else np.einsum("nji,nlj->nli", R, d)
 
 
+class NearFieldWarning(UserWarning):
+    """A listener came inside an object's first FFAT shell: its transfer is evaluated from the BEM solution."""
+
+
 class ModalSource:
     """Modal vibration sound of every body that has a :class:`~impactsound.fem.model.ModalModel`.
 
@@ -240,12 +244,13 @@ class ModalSource:
         import warnings
         E, L = xl_b.shape[:2]
         r = np.linalg.norm(xl_b, axis=-1)                                  # (E, L)
-        R1 = 2.5 * tm.r_bar
+        R1 = tm.inner_radius
         if np.any(r < R1):
             warnings.warn(f"{name}: a listener is within {R1:.3g} m of the object's centre, inside the first FFAT "
-                          f"shell; FFAT is a far-field model, so the transfer there is approximate", stacklevel=3)
+                          f"shell where the far-field maps do not hold; those events use the stored BEM surface "
+                          f"solutions directly (slower)", NearFieldWarning, stacklevel=3)
         omega = 2 * np.pi * f[modes]
-        P = tm.bank.evaluate(xl_b.reshape(-1, 3))[:, modes].reshape(E, L, len(modes))
+        P = tm.evaluate(xl_b.reshape(-1, 3), modes).reshape(E, L, len(modes))
         P = P * np.exp(-1j * tm.bank.k[modes][None, None, :] * r[..., None])
         delay = r / self.air.c
         out = np.zeros((L, n_samples))

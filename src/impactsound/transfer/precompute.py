@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import time
 import warnings
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -30,9 +30,9 @@ from ..errors import AssetError, InputError
 from . import bem, ffat
 
 KIND = "ffat_transfer"
-KIND_VERSION = 2
+KIND_VERSION = 3
 MODE_KIND = "ffat_mode"
-CODE_VERSION = "ffat-2"
+CODE_VERSION = "ffat-3"
 
 #: held-out radii (in units of the bounding radius): between the fitting shells, and farther out than the last
 HOLDOUT_RADII = (3.2, 5.0, 12.0, 40.0)
@@ -164,7 +164,9 @@ def solve_mode(task: dict) -> dict:
     for m, psi in enumerate(psis, start=1):
         mp = ffat.FFATMap(k=k, psi=psi.reshape(m, T, 2 * T))
         errs.append(float(np.median(np.abs(np.abs(mp.evaluate(hx)) - np.abs(p_ref)) / np.abs(p_ref))))
+    levels = int(round(np.log(len(f) / len(task["faces"])) / np.log(4.0)))    # midpoint subdivisions done
     return {"index": int(task["index"]), "psi": psis[-1].reshape(s.terms, T, 2 * T).astype(np.complex64),
+            "bem_p": sol.p.astype(np.complex64), "bem_g": sol.g.astype(np.complex64), "levels": levels,
             "k": k, "T": T, "faces": int(len(f)), "capped": bool(capped), "residual": sol.residual,
             "holdout_error": np.asarray(errs), "epw": bem.elements_per_wavelength(sol.vertices, f, k),
             "seconds_bem": t_bem, "seconds": time.perf_counter() - t_start}
@@ -182,15 +184,15 @@ def _mode_hash(inputs_hash: str, j: int) -> str:
 
 
 def _mode_asset(res: dict, h: str) -> Asset:
-    arrays = {"psi": res["psi"], "holdout_error": res["holdout_error"]}
+    arrays = {k: res[k] for k in ("psi", "holdout_error", "bem_p", "bem_g")}
     meta = {k: res[k] for k in ("index", "k", "T", "faces", "capped", "residual", "epw", "seconds",
-                                "seconds_bem")}
+                                "seconds_bem", "levels")}
     return Asset(kind=MODE_KIND, arrays=arrays, meta=meta, inputs_hash=h)
 
 
 def _mode_result(a: Asset) -> dict:
     r = dict(a.meta)
-    r.update(psi=a.arrays["psi"], holdout_error=a.arrays["holdout_error"])
+    r.update({k: a.arrays[k] for k in ("psi", "holdout_error", "bem_p", "bem_g")})
     return r
 
 
@@ -243,7 +245,7 @@ def run_transfer(model, settings: TransferSettings = TransferSettings(), *, out:
         progress(1.0)
     map_tasks(solve_mode, todo, scheduler=scheduler, workers=workers, fallback_local=fallback_local,
               progress=progress, on_result=on_result)
-    asset = assemble(results, n, inputs_hash, model, settings, r_bar)
+    asset = assemble(results, n, inputs_hash, model, settings, r_bar, v, f)
     if out is not None:
         write_asset(out, asset)
     return asset
@@ -264,10 +266,25 @@ def bem_shell_samples(model, tm: "TransferModel", j: int) -> np.ndarray:
     return sol.evaluate(R0 * ffat.grid_directions(T).reshape(-1, 3)).reshape(T, 2 * T)
 
 
-def assemble(results: dict, n: int, inputs_hash: str, model, settings: TransferSettings, r_bar: float) -> Asset:
+def _packed(parts) -> tuple[np.ndarray, np.ndarray]:
+    """Concatenation of 1-D arrays and the offset of each (offsets has one more entry: the total)."""
+    sizes = [len(a) for a in parts]
+    return (np.concatenate(parts) if parts else np.zeros(0, np.complex64),
+            np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64))
+
+
+def assemble(results: dict, n: int, inputs_hash: str, model, settings: TransferSettings, r_bar: float,
+             surface_vertices, surface_faces) -> Asset:
     maps = [ffat.FFATMap(k=float(results[j]["k"]), psi=np.asarray(results[j]["psi"])) for j in range(n)]
     bank = ffat.FFATBank.from_maps(maps)
+    bem_p, p_off = _packed([np.asarray(results[j]["bem_p"], np.complex64) for j in range(n)])
+    bem_g, g_off = _packed([np.asarray(results[j]["bem_g"], np.complex64) for j in range(n)])
     arrays = {"k": bank.k, "T": bank.T, "offsets": bank.offsets, "psi": bank.psi,
+              # the BEM surface solutions, for direct evaluation inside the first FFAT shell (near field)
+              "surface_vertices": np.asarray(surface_vertices, np.float64),
+              "surface_faces": np.asarray(surface_faces, np.int64),
+              "levels": np.array([results[j]["levels"] for j in range(n)], np.int64),
+              "bem_p": bem_p, "bem_p_offsets": p_off, "bem_g": bem_g, "bem_g_offsets": g_off,
               "frequencies_hz": np.asarray(model.frequencies_hz[:n], np.float64),
               "holdout_error": np.stack([np.asarray(results[j]["holdout_error"]) for j in range(n)]),
               "faces": np.array([results[j]["faces"] for j in range(n)], np.int64),
@@ -290,6 +307,9 @@ class TransferModel:
     modal_inputs_hash: str
     holdout_error: np.ndarray
     meta: dict
+    near: dict = field(default_factory=dict)
+    _surfaces: dict = field(default_factory=dict, repr=False, compare=False)
+    _solutions: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def n_modes(self) -> int:
@@ -306,5 +326,46 @@ class TransferModel:
         ar = a.arrays
         bank = ffat.FFATBank(k=ar["k"], T=ar["T"], offsets=ar["offsets"], psi=ar["psi"],
                              terms=int(a.meta["terms"]))
+        near = {k: ar[k] for k in ("surface_vertices", "surface_faces", "levels", "bem_p", "bem_p_offsets",
+                                   "bem_g", "bem_g_offsets")}
         return cls(bank=bank, frequencies_hz=ar["frequencies_hz"], r_bar=float(a.meta["r_bar"]),
-                   modal_inputs_hash=mh, holdout_error=ar["holdout_error"], meta=dict(a.meta))
+                   modal_inputs_hash=mh, holdout_error=ar["holdout_error"], meta=dict(a.meta), near=near)
+
+    @property
+    def inner_radius(self) -> float:
+        """Radius [m] of the first FFAT shell: the maps are fitted (and valid) from there outwards."""
+        return float(ffat.shell_radii(self.r_bar)[0])
+
+    def bem_solution(self, j: int) -> bem.BemSolution:
+        """Mode j's stored BEM surface solution (surface refined as in its solve), for direct evaluation."""
+        if j not in self._solutions:
+            nr = self.near
+            lev = int(nr["levels"][j])
+            if lev not in self._surfaces:
+                v, f = nr["surface_vertices"], nr["surface_faces"]
+                for _ in range(lev):
+                    v, f, _ = subdivide(v, f, np.zeros((0, len(v), 3)))
+                self._surfaces[lev] = (v, f)
+            v, f = self._surfaces[lev]
+            p = nr["bem_p"][nr["bem_p_offsets"][j]:nr["bem_p_offsets"][j + 1]].astype(np.complex128)
+            g = nr["bem_g"][nr["bem_g_offsets"][j]:nr["bem_g_offsets"][j + 1]].astype(np.complex128)
+            if len(p) != len(v) or len(g) != len(f):
+                raise AssetError(f"transfer asset: mode {j}'s BEM data do not fit its surface ({len(p)} values "
+                                 f"for {len(v)} vertices, {len(g)} for {len(f)} faces); rerun "
+                                 "`impactsound transfer precompute`")
+            self._solutions[j] = bem.BemSolution(vertices=v, faces=f, k=float(self.bank.k[j]), p=p, g=g,
+                                                 residual=float("nan"))
+        return self._solutions[j]
+
+    def evaluate(self, points, modes=None) -> np.ndarray:
+        """Complex pressure per unit modal amplitude (n, len(modes)) at body-frame points (n, 3) [m]: the FFAT
+        maps from the first shell outwards, the stored BEM solutions (representation formula, exact for the
+        discretised surface data) inside it, where the far-field expansion does not hold."""
+        pts = np.asarray(points, np.float64).reshape(-1, 3)
+        modes = np.arange(self.n_modes) if modes is None else np.asarray(modes, np.int64)
+        out = self.bank.evaluate(pts)[:, modes]
+        near = np.sqrt((pts**2).sum(axis=1)) < self.inner_radius
+        if near.any():
+            for c, j in enumerate(modes):
+                out[near, c] = self.bem_solution(int(j)).evaluate(pts[near])
+        return out
