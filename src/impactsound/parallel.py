@@ -17,6 +17,8 @@ a :class:`SchedulerFallbackWarning` is issued and the tasks run locally.
 """
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import os
 import warnings
 from typing import Any, Callable, Iterable, Sequence
@@ -228,3 +230,65 @@ def _run_dask(client, fn, tasks: Sequence, progress, on_result) -> list:
     finally:
         client.cancel([f for f in futs if not f.done()])
     return out
+
+
+# ----------------------------------------------------------------------------------------------------------
+# BLAS threads
+
+# (get, set) thread-count entry points of the OpenBLAS builds numpy and scipy wheels bundle (prefixed, 64-bit
+# integer or not) and of a plain system OpenBLAS
+_OPENBLAS_API = [("scipy_openblas_get_num_threads64_", "scipy_openblas_set_num_threads64_"),
+                 ("scipy_openblas_get_num_threads", "scipy_openblas_set_num_threads"),
+                 ("openblas_get_num_threads64_", "openblas_set_num_threads64_"),
+                 ("openblas_get_num_threads", "openblas_set_num_threads")]
+_openblas_handles: list | None = None
+
+
+def _find_openblas() -> list:
+    """(get, set) functions of every OpenBLAS loaded in this process (Linux: from /proc/self/maps); [] if none."""
+    global _openblas_handles
+    if _openblas_handles is None:
+        found = []
+        try:
+            with open("/proc/self/maps") as f:          # fields: address perms offset dev inode pathname
+                paths = sorted({parts[5].strip() for parts in (ln.split(maxsplit=5) for ln in f)
+                                if len(parts) == 6 and "openblas" in parts[5].lower()})
+        except OSError:
+            paths = []
+        for path in paths:
+            try:
+                lib = ctypes.CDLL(path)                  # already loaded: this only returns its handle
+            except OSError:
+                continue
+            for get, set_ in _OPENBLAS_API:
+                if hasattr(lib, get) and hasattr(lib, set_):
+                    g, s_ = getattr(lib, get), getattr(lib, set_)
+                    g.restype, g.argtypes = ctypes.c_int, []
+                    s_.restype, s_.argtypes = None, [ctypes.c_int]
+                    found.append((g, s_))
+                    break
+        _openblas_handles = found
+    return _openblas_handles
+
+
+@contextlib.contextmanager
+def single_threaded_blas():
+    """Run the block with OpenBLAS on one thread, then restore the previous counts.
+
+    Why (eigen-solve, fem/eigen.py): every BLAS call there is small to medium (fronts of a few hundred rows, blocks of 8-32 vectors), where a
+    second thread gains little, and on a busy machine each threaded call waits for its helper thread to be
+    scheduled. Measured on the 2-core bench machine under load (bench/bench_modal_solve.py): the whole solve took
+    21-51 s with OpenBLAS's default 2 threads against 5-6 s with one. No-op where OpenBLAS is not found (other
+    BLAS, other OS); OPENBLAS_NUM_THREADS etc. are then the way to the same effect.
+    Also used so that a result does not depend on where it runs: a threaded LAPACK factorisation may round
+    differently with another thread count, and Dask workers run with one BLAS thread (transfer/precompute.py).
+    """
+    saved = []
+    try:
+        for get, set_ in _find_openblas():
+            saved.append((set_, get()))
+            set_(1)
+        yield
+    finally:
+        for set_, n in reversed(saved):
+            set_(n)

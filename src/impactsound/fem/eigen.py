@@ -26,7 +26,7 @@ Method (chosen by measurement, see bench/bench_modal_solve.py):
 5. Drop negative eigenvalues, then rigid modes (|f| < 1e-3 f_1): exactly 6 per connected component, else
    SolverError. Mass-normalise (U^T M U = I); keep f <= f_max (the number of modes below f_max is found by
    growing runs, each started from the pairs of the last).
-BLAS runs on one thread inside solve_modes (see _single_threaded_blas for why).
+BLAS runs on one thread inside solve_modes (see impactsound.parallel.single_threaded_blas for why).
 
 Measured on the bench (bench/bench_modal_solve.py: 10 k-node P1 plate, 31 k dofs, 60 modes; shared 2-core
 machine, best of 3, one BLAS thread for both): plain ``eigsh(K, k, M, sigma)`` 13.6 s (COLAMD SuperLU factor
@@ -44,8 +44,6 @@ no cheaper than one double solve here), Pardiso (rejected as a dependency).
 """
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import math
 from dataclasses import dataclass, field
 
@@ -58,6 +56,7 @@ from scipy.linalg import blas, lapack
 from scipy.sparse.csgraph import maximum_bipartite_matching
 
 from ..errors import SolverError
+from ..parallel import single_threaded_blas
 
 SOLVER_VERSION = "block-lanczos-mf-2"   # part of the modal-cache key
 RESIDUAL_TOL = 1e-6                     # sec. 2 acceptance
@@ -81,66 +80,6 @@ class EigenResult:
     residuals: np.ndarray
     rigid: np.ndarray
     info: dict = field(default_factory=dict)
-
-
-# ----------------------------------------------------------------------------------------------------------
-# BLAS threads
-
-# (get, set) thread-count entry points of the OpenBLAS builds numpy and scipy wheels bundle (prefixed, 64-bit
-# integer or not) and of a plain system OpenBLAS
-_OPENBLAS_API = [("scipy_openblas_get_num_threads64_", "scipy_openblas_set_num_threads64_"),
-                 ("scipy_openblas_get_num_threads", "scipy_openblas_set_num_threads"),
-                 ("openblas_get_num_threads64_", "openblas_set_num_threads64_"),
-                 ("openblas_get_num_threads", "openblas_set_num_threads")]
-_openblas_handles: list | None = None
-
-
-def _find_openblas() -> list:
-    """(get, set) functions of every OpenBLAS loaded in this process (Linux: from /proc/self/maps); [] if none."""
-    global _openblas_handles
-    if _openblas_handles is None:
-        found = []
-        try:
-            with open("/proc/self/maps") as f:          # fields: address perms offset dev inode pathname
-                paths = sorted({parts[5].strip() for parts in (ln.split(maxsplit=5) for ln in f)
-                                if len(parts) == 6 and "openblas" in parts[5].lower()})
-        except OSError:
-            paths = []
-        for path in paths:
-            try:
-                lib = ctypes.CDLL(path)                  # already loaded: this only returns its handle
-            except OSError:
-                continue
-            for get, set_ in _OPENBLAS_API:
-                if hasattr(lib, get) and hasattr(lib, set_):
-                    g, s_ = getattr(lib, get), getattr(lib, set_)
-                    g.restype, g.argtypes = ctypes.c_int, []
-                    s_.restype, s_.argtypes = None, [ctypes.c_int]
-                    found.append((g, s_))
-                    break
-        _openblas_handles = found
-    return _openblas_handles
-
-
-@contextlib.contextmanager
-def _single_threaded_blas():
-    """Run the block with OpenBLAS on one thread, then restore the previous counts.
-
-    Why: every BLAS call here is small to medium (fronts of a few hundred rows, blocks of 8-32 vectors), where a
-    second thread gains little, and on a busy machine each threaded call waits for its helper thread to be
-    scheduled. Measured on the 2-core bench machine under load (bench/bench_modal_solve.py): the whole solve took
-    21-51 s with OpenBLAS's default 2 threads against 5-6 s with one. No-op where OpenBLAS is not found (other
-    BLAS, other OS); OPENBLAS_NUM_THREADS etc. are then the way to the same effect.
-    """
-    saved = []
-    try:
-        for get, set_ in _find_openblas():
-            saved.append((set_, get()))
-            set_(1)
-        yield
-    finally:
-        for set_, n in reversed(saved):
-            set_(n)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -567,7 +506,7 @@ def solve_modes(K: sp.spmatrix, M: sp.spmatrix, n_modes: int, *, scale: tuple[fl
     order (without them SuperLU's MMD order is used). shift: "nondim" (sigma_hat = -1) or an in-band shift
     frequency [Hz] (sigma = (2 pi f)^2). tol: residual acceptance (sec. 2).
     """
-    with _single_threaded_blas():
+    with single_threaded_blas():
         return _solve_modes(K, M, n_modes, scale=scale, f_max=f_max, n_components=n_components, coords=coords,
                             shift=shift, tol=tol, block=block, seed=seed, rigid_rel=rigid_rel)
 

@@ -143,7 +143,25 @@ def shell_samples(sol, radii, T: int, r_bar: float) -> np.ndarray:
 
 
 def solve_mode(task: dict) -> dict:
-    """BEM + FFAT fit of one mode (a picklable task: plain arrays and numbers). Returns arrays and figures."""
+    """BEM + FFAT fit of one mode (a picklable task: plain arrays and numbers). Returns arrays and figures.
+
+    BLAS/LAPACK run on one thread here, so the maps are the same bits in this process, in a local pool and on
+    Dask workers (which start with one BLAS thread): a threaded QR/LU may round differently. bempp-cl's and our
+    compiled loops run on impactsound.parallel.default_threads() Numba threads ($IMPACTSOUND_THREADS; a local
+    pool of N processes gives each cores / N), so that side-by-side workers do not oversubscribe the cores."""
+    import numba
+
+    from ..parallel import default_threads, single_threaded_blas
+    before = numba.get_num_threads()
+    numba.set_num_threads(max(1, min(default_threads(), numba.config.NUMBA_NUM_THREADS)))
+    try:
+        with single_threaded_blas():
+            return _solve_mode(task)
+    finally:
+        numba.set_num_threads(before)
+
+
+def _solve_mode(task: dict) -> dict:
     t_start = time.perf_counter()
     s = TransferSettings(**task["settings"])
     r_bar = float(task["r_bar"])
