@@ -361,3 +361,54 @@ def test_modal_source_rejects_resting_contact():
                   vn=[0.0])
     with pytest.raises(InputError, match="vn"):
         ModalSource([body], {"b": model}, Ground(material=st), Air()).render(ev, np.ones((1, 3)), 48000, 0.01)
+
+
+def test_ffat_render_follows_listener_direction_and_object_orientation():
+    """Issue 4 "done": with transfer, the sound changes with listener position and object orientation as the
+    map says. Mode 1 is a uniform translation u = s1 e_z (body) and its map a dipole along body z, Psi ~ cos
+    theta_body; so its level is prop. to (R e_z . J) (modal impulse) times (R e_z . d) (pattern toward listener
+    direction d) -- independent references for four pose/listener pairs. Mode 0 gets a zero map (silent)."""
+    from impactsound.dynamics.events import GROUND, EventLog
+    from impactsound.fem.model import ModalModel
+    from impactsound.sources.modal import ModalSource, quat_to_matrix
+    from impactsound.transfer.ffat import FFATBank, FFATMap, grid_angles
+    from impactsound.transfer.precompute import TransferModel
+
+    S = _ball_scene()
+    m0 = S["model"]
+    f_hz = np.array([800.0, 300.0, 30000.0])          # 300 Hz: w tau << 1, the level does not depend on tau
+    model = ModalModel(material=m0.material, order=1, frequencies_hz=f_hz, surface_nodes=m0.surface_nodes,
+                       surface_faces=m0.surface_faces, shapes=m0.shapes, xi=m0.xi, mass=m0.mass,
+                       com=np.zeros(3), inertia=m0.inertia, volume=m0.volume)
+    air = S["air"]
+    T = 24
+    th, _ = grid_angles(T)
+    k1 = 2 * np.pi * f_hz[1] / air.c
+    dip = np.broadcast_to(np.cos(th)[:, None], (T, 2 * T))[None].astype(complex)
+    bank = FFATBank.from_maps([FFATMap(k=2 * np.pi * f_hz[0] / air.c, psi=np.zeros((1, T, 2 * T), complex)),
+                               FFATMap(k=k1, psi=dip)])
+    tm = TransferModel(bank=bank, frequencies_hz=f_hz[:2], r_bar=S["a"], modal_inputs_hash="",
+                       holdout_error=np.zeros((2, 1)), meta={})
+    src = ModalSource([S["body"]], {"ball": model}, S["ground"], air, mode_cutoff_db=None, transfers={"ball": tm})
+    pos = np.array([0.0, 0.0, S["a"]])
+    c60, s60 = np.cos(np.pi / 3), np.sin(np.pi / 3)
+    tilt = np.array([np.cos(np.pi / 6), np.sin(np.pi / 6), 0, 0])              # 60 degrees about world x
+    ez_tilt = np.array([0.0, -s60, c60])                                       # R e_z for that pose
+    y = S["y"]
+
+    def level(q, d):
+        R = quat_to_matrix(q[None])[0]
+        vb = y[np.argmin((y @ R.T)[:, 2])]
+        ev = EventLog(t=[0.01], a=[GROUND], b=[0], point=(pos + R @ vb)[None], normal=[[0, 0, 1.0]],
+                      impulse=[[0, 0, S["J"]]], vn=[S["vn"]], pos_b=pos[None], quat_b=q[None])
+        out = src.render(ev, (pos + 1.5 * np.asarray(d))[None], 48000, 0.1)["ball"][0]
+        return np.sqrt(np.mean(out**2))
+
+    one = np.array([1.0, 0, 0, 0])
+    up = [0.0, 0.0, 1.0]
+    ref = level(one, up)                                                       # (e_z . J) (e_z . up) = 1
+    assert ref > 0
+    assert level(one, ez_tilt) / ref == pytest.approx(c60, rel=0.02)           # listener moved: 1 x 0.5
+    assert level(tilt, up) / ref == pytest.approx(c60 * c60, rel=0.02)         # object turned: 0.5 x 0.5
+    assert level(tilt, ez_tilt) / ref == pytest.approx(c60, rel=0.02)          # both: 0.5 x 1
+    assert level(one, [1.0, 0, 0]) / ref < 0.02                                # in the dipole's null plane

@@ -383,7 +383,7 @@ class TransferModel:
         modes = np.arange(self.n_modes) if modes is None else np.asarray(modes, np.int64)
         out = self.bank.evaluate(pts)[:, modes]
         near = np.sqrt((pts**2).sum(axis=1)) < self.inner_radius
-        if near.any():
+        if near.any() and self.near:                                  # (a model built without BEM data: maps)
             for c, j in enumerate(modes):
                 out[near, c] = self.bem_solution(int(j)).evaluate(pts[near])
         return out
