@@ -99,11 +99,25 @@ def transfer_models(scene: Scene, models: dict, progress: Progress = QUIET) -> t
     {name: which radiation model is used})."""
     from .assets import cache_dir
     from .transfer.precompute import TransferModel, TransferSettings, run_transfer, transfer_inputs_hash
+    from .errors import AssetError
     out, used = {}, {}
+    given = {b.name: b.transfer_asset for b in scene.bodies}
     for name, model in models.items():
         if not model.n_modes:
             continue
         used[name] = "low-order (monopole + dipole, modal-sound.md sec. 6a)"
+        modal_path = cache_dir() / f"modal_{model.inputs_hash[:40]}.h5"
+        if given.get(name):
+            try:
+                out[name] = TransferModel.load(given[name], model)
+            except AssetError as e:
+                raise AssetError(f"{scene.path}: object {name}: transfer = {given[name]}: {e}. This scene's modal "
+                                 f"model of {name} is {modal_path}: run `impactsound transfer precompute "
+                                 f"{modal_path} --out {given[name]}`") from None
+            used[name] = f"FFAT maps from {given[name]} for the first {out[name].n_modes} modes, low-order " \
+                         "for the rest"
+            progress.message(f"  {name}: radiation {used[name]}")
+            continue
         if scene.transfer == "low_order":
             continue
         settings = TransferSettings(max_modes=scene.transfer_max_modes, c=scene.air.c, rho=scene.air.rho)
@@ -115,7 +129,7 @@ def transfer_models(scene: Scene, models: dict, progress: Progress = QUIET) -> t
         if path.is_file():
             out[name] = TransferModel.load(path, model)
             used[name] = f"FFAT maps for the first {out[name].n_modes} modes, low-order for the rest"
-        progress.message(f"  {name}: radiation {used[name]}")
+        progress.message(f"  {name}: radiation {used[name]} (modal asset {modal_path})")
     return out, used
 
 

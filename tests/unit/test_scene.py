@@ -114,3 +114,39 @@ def test_binaural_listener_becomes_two_ears():
     with pytest.raises(InputError, match="right_ear"):
         parse_scene(_scene(listener=[{"position": [0.0, -0.5, 0.3], "binaural": True, "right_ear": [0, 0, 0]}]))
     assert parse_scene(_scene()).listeners[0].ear is None
+
+
+def test_object_transfer_asset_is_checked_up_front_and_against_the_modal_model(tmp_path):
+    """Per-object `transfer = "FILE"`: a missing file is an InputError naming the object and field; an asset made
+    for another modal model is refused with the command that would make the right one; a matching one is used."""
+    from impactsound.errors import AssetError
+    from impactsound.fem.model import ModalModel
+    from impactsound.materials import get_material
+    from impactsound.pipeline import transfer_models
+    from impactsound.transfer.precompute import TransferSettings, assemble
+    from impactsound.assets import write_asset
+
+    d = _scene()
+    d["object"][0]["transfer"] = "ball_ffat.h5"
+    with pytest.raises(InputError, match=r"object\[0\] \(ball\)\.transfer = 'ball_ffat.h5'.*not found"):
+        parse_scene(d, base=tmp_path, src="s.toml")
+    # a tiny asset (one 500 Hz mode, a flat map) assembled without a BEM solve, for the modal model "model-A"
+    import trimesh
+    sph = trimesh.creation.icosphere(subdivisions=1, radius=0.01)
+    T = 16
+    res = {0: {"k": 2 * np.pi * 500 / 343.2, "psi": np.ones((1, T, 2 * T), np.complex64), "levels": 0,
+               "bem_p": np.zeros(len(sph.vertices), np.complex64), "bem_g": np.zeros(len(sph.faces), np.complex64),
+               "holdout_error": np.zeros(1), "faces": len(sph.faces), "capped": False, "seconds": 0.0}}
+
+    def model(h):
+        return ModalModel(material=get_material("steel"), order=1, frequencies_hz=np.array([500.0]),
+                          surface_nodes=sph.vertices, surface_faces=sph.faces,
+                          shapes=np.ones((1, len(sph.vertices), 3)), xi=np.array([1e-3]), mass=1.0,
+                          com=np.zeros(3), inertia=np.eye(3), volume=sph.volume, inputs_hash=h)
+    write_asset(tmp_path / "ball_ffat.h5", assemble(res, 1, "t", model("model-A"), TransferSettings(terms=1), 0.01,
+                                                    sph.vertices, sph.faces))
+    s = parse_scene(d, base=tmp_path, src="s.toml")
+    with pytest.raises(AssetError, match=r"ball.*different modal model.*transfer precompute .*modal_model-B"):
+        transfer_models(s, {"ball": model("model-B")})
+    tms, used = transfer_models(s, {"ball": model("model-A")})
+    assert tms["ball"].n_modes == 1 and "ball_ffat.h5" in used["ball"]

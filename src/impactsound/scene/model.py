@@ -30,6 +30,7 @@ class Body:
     mesh_hash: str = ""               # content hash of the body-frame mesh (cache key part)
     source: str = ""                  # where the mesh came from (file path or primitive description)
     com_in_file: np.ndarray = field(default_factory=lambda: np.zeros(3))  # COM in mesh-file coordinates
+    transfer_asset: str = ""          # FFAT transfer asset given in the scene ("" = cache / low-order)
 
 
 @dataclass

@@ -52,6 +52,7 @@ class ObjectSpec(_Strict):
     euler_deg: Vec3 | None = None      # alternative to rotation: intrinsic x-y-z angles [deg]
     velocity: Vec3 = (0.0, 0.0, 0.0)   # [m/s]
     angular_velocity: Vec3 = (0.0, 0.0, 0.0)  # world frame [rad/s]
+    transfer: str | None = None        # FFAT transfer asset for this object (relative to the scene file)
 
 
 class GroundSpec(_Strict):
@@ -165,11 +166,19 @@ def _body(i: int, o: ObjectSpec, base: Path, src: str) -> Body:
     body_mesh.apply_translation(-com)
     mass = float(material.rho * body_mesh.volume)
     inertia = np.asarray(body_mesh.moment_inertia, dtype=np.float64) * material.rho  # trimesh: density 1
+    transfer = ""
+    if o.transfer is not None:
+        tpath = (base / o.transfer).resolve()
+        if not tpath.is_file():
+            raise InputError(f"{where}.transfer = '{o.transfer}': {tpath} not found; make it with `impactsound "
+                             "transfer precompute MODAL_ASSET --out FILE` (the render prints each object's modal "
+                             "asset), or remove the line to use the cache / low-order radiation")
+        transfer = str(tpath)
     from ..assets import content_hash
     mh = content_hash(np.asarray(body_mesh.vertices, np.float64), np.asarray(body_mesh.faces, np.int64))
     return Body(name=o.name or f"object{i}", mesh=body_mesh, material=material, mass=mass, inertia=inertia,
                 position=pos, quaternion=q, velocity=vel, angular_velocity=omega, mesh_hash=mh, source=source,
-                com_in_file=com)
+                com_in_file=com, transfer_asset=transfer)
 
 
 def parse_scene(data: dict, base: Path = Path("."), src: str = "<scene>") -> Scene:
