@@ -314,9 +314,12 @@ def transfer():
 @click.option("--fallback-local", is_flag=True, help="If the scheduler cannot be reached, run locally.")
 @click.option("--workers", type=click.IntRange(min=1), metavar="N", default=1, show_default=True,
               help="Local worker processes (each pays bempp-cl's one-off JIT compilation, ~1 min).")
+@click.option("--backend", type=click.Choice(["numba", "opencl"]), default="numba", show_default=True,
+              help="bempp-cl assembly backend; opencl needs pip install 'impactsound[opencl]' and is faster "
+                   "(README).")
 @click.pass_obj
 def transfer_precompute(obj: _Ctx, modal_asset: Path, terms, max_modes, max_faces, out, scheduler, fallback_local,
-                        workers):
+                        workers, backend):
     """Solve each mode's exterior Helmholtz problem (BEM) and fit its FFAT map.
 
     Interrupt it and run it again: finished modes are kept (checkpoints in OUT.modes/) and the asset is the
@@ -329,7 +332,10 @@ def transfer_precompute(obj: _Ctx, modal_asset: Path, terms, max_modes, max_face
         raise InputError(f"{modal_asset}: no such modal asset (make one with `impactsound modes MESH --out A.h5`)")
     model = ModalModel.load(modal_asset)
     out = out or modal_asset.with_suffix(".ffat.h5")
-    settings = TransferSettings(terms=terms, max_modes=max_modes, max_faces=max_faces)
+    settings = TransferSettings(terms=terms, max_modes=max_modes, max_faces=max_faces, backend=backend)
+    if backend != "numba":
+        from .transfer import bem
+        bem.use_backend(backend)                       # a missing driver is an error before any work starts
     n = model.n_modes if max_modes is None else min(max_modes, model.n_modes)
     obj.progress.message(f"{modal_asset.name}: {n} modes, {model.frequencies_hz[0]:.0f}-"
                          f"{model.frequencies_hz[n - 1]:.0f} Hz, {len(model.surface_faces)} surface triangles")

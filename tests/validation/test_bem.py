@@ -190,3 +190,36 @@ def test_band_limited_upsampling_is_exact():
     full = point_source(k, x0, R * ffat.grid_directions(T))
     up = ffat.upsample(point_source(k, x0, R * ffat.grid_directions(Tc)), T)
     assert np.abs(up - full).max() < 1e-9 * np.abs(full).max()
+
+
+def test_opencl_backend_matches_numba_and_the_exact_sphere():
+    """The optional OpenCL assembly (pip install 'impactsound[opencl]') gives the numba backend's solution to
+    round-off, and both the exact oscillating sphere (a u = e_z 'mode' at k a = 2, 1280 triangles)."""
+    pytest.importorskip("pyopencl", reason="needs pip install 'impactsound[opencl]'")
+    if not getattr(bem._api(), "CPU_OPENCL_DRIVER_FOUND", False):
+        pytest.skip("no OpenCL CPU driver (PoCL) found")
+    v, f = sphere(3)
+    ka = 2.0
+    k = ka / A
+    g = 1j * k * C * RHO * U * face_normals(v, f)[:, 2]                    # dp/dn = i w rho v_n, v = U e_z
+    try:
+        s_cl = bem.solve_neumann(v, f, k, g, backend="opencl")
+    finally:
+        bem.use_backend("numba")
+    s_nb = bem.solve_neumann(v, f, k, g, backend="numba")
+    assert np.max(np.abs(s_cl.p - s_nb.p)) < 1e-9 * np.max(np.abs(s_nb.p))
+    x = np.array([[0, 0, 1.0], [0.3, -0.2, 0.25], [0.0, 0.35, 0.35]])
+    r = np.linalg.norm(x, axis=1)
+    ex = oscillating(ka, r, x[:, 2] / r)
+    for sol in (s_cl, s_nb):
+        p = sol.evaluate(x)
+        assert np.all(np.abs(np.abs(p) / np.abs(ex) - 1) < 0.03)
+
+
+def test_unknown_or_missing_backend_is_a_clear_error(monkeypatch):
+    from impactsound.errors import InputError
+    with pytest.raises(InputError, match="use one of numba, opencl"):
+        bem.use_backend("cuda")
+    monkeypatch.setattr(bem._api(), "CPU_OPENCL_DRIVER_FOUND", False)
+    with pytest.raises(InputError, match=r"impactsound\[opencl\]"):
+        bem.use_backend("opencl")

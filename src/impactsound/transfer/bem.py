@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import numba as nb
 import numpy as np
 
-from ..errors import MeshError, SolverError
+from ..errors import InputError, MeshError, SolverError
 
 #: elements per wavelength required for an accurate solve (issue 4: at least ~6-8)
 ELEMENTS_PER_WAVELENGTH = 6.0
@@ -54,12 +54,31 @@ def _api():
         import contextlib
         import io
         os.environ.setdefault("BEMPP_LOG_LEVEL", "error")
+        os.environ.setdefault("PYOPENCL_COMPILER_OUTPUT", "0")      # (opencl backend) no compiler chatter
         with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             import bempp_cl.api as api
         api.DEFAULT_DEVICE_INTERFACE = "numba"
         _bempp = api
     return _bempp
+
+
+#: bempp-cl assembly backends. "numba" (default): no extra dependency, kernels compiled once per process (~1 min
+#: on 2 cores). "opencl": ``pip install 'impactsound[opencl]'`` (pyopencl + PoCL's CPU driver); measured on the
+#: 2-core machine (loaded): dense V, K, K' assembly 1.3-1.7x faster, hypersingular 4-80x, compilation ~2-7 s
+#: per new mesh size instead of ~1 min per process (cached on disk by PoCL); matrices equal to 1e-13.
+BACKENDS = ("numba", "opencl")
+
+
+def use_backend(name: str) -> None:
+    """Make ``name`` (one of BACKENDS) bempp-cl's assembly backend in this process."""
+    if name not in BACKENDS:
+        raise InputError(f"BEM backend {name!r}: use one of {', '.join(BACKENDS)}")
+    api = _api()
+    if name == "opencl" and not getattr(api, "CPU_OPENCL_DRIVER_FOUND", False):
+        raise InputError("BEM backend 'opencl' needs an OpenCL CPU driver, and none was found: install it with "
+                         "pip install 'impactsound[opencl]' (pyopencl and PoCL), or use the numba backend")
+    api.DEFAULT_DEVICE_INTERFACE = name
 
 
 @dataclass
@@ -167,13 +186,13 @@ def n_chief_points(k: float, radius: float) -> int:
 
 def solve_neumann(vertices: np.ndarray, faces: np.ndarray, k: float, g: np.ndarray, *,
                   method: str = "chief", chief_points: np.ndarray | None = None,
-                  check: bool = True) -> BemSolution:
+                  check: bool = True, backend: str = "numba") -> BemSolution:
     """Solve the exterior Neumann problem for dp/dn = g (per face) at wavenumber k [1/m].
 
     method: "chief" (default: boundary integral equation plus CHIEF rows, least squares), "burton-miller"
     (coupling i/k, needs bempp's hypersingular operator), or "plain" (the bare boundary integral equation,
     which fails near interior resonances; for tests). chief_points: (n, 3) interior points, default
-    :func:`interior_points`. Raises SolverError (with the residual) if the solve is not accurate, MeshError
+    :func:`interior_points`. backend: bempp-cl assembly backend (:data:`BACKENDS`). Raises SolverError (with the residual) if the solve is not accurate, MeshError
     for a bad surface.
     """
     vertices = np.ascontiguousarray(vertices, np.float64)
@@ -189,6 +208,7 @@ def solve_neumann(vertices: np.ndarray, faces: np.ndarray, k: float, g: np.ndarr
         raise ValueError(f"unknown BEM method {method!r}")
     if check:
         check_surface(vertices, faces)
+    use_backend(backend)
     api = _api()
     H = api.operators.boundary.helmholtz
     grid = api.Grid(vertices.T.copy(), faces.T.astype(np.uint32).copy())
@@ -290,11 +310,12 @@ def _p1_dof_to_vertex(space, nv: int) -> np.ndarray:
     return m
 
 
-def warm_up() -> None:
-    """Compile bempp-cl's kernels once in this process (a tiny solve), so no mode pays the JIT cost."""
+def warm_up(backend: str = "numba") -> None:
+    """Compile bempp-cl's kernels once in this process (a tiny solve), so no mode pays the JIT cost (the
+    opencl backend compiles per mesh size; this covers only its own)."""
     import trimesh
     s = trimesh.creation.icosphere(subdivisions=1, radius=1.0)
-    solve_neumann(np.asarray(s.vertices), np.asarray(s.faces), 1.0, np.ones(len(s.faces)))
+    solve_neumann(np.asarray(s.vertices), np.asarray(s.faces), 1.0, np.ones(len(s.faces)), backend=backend)
 
 
 # ---- representation formula --------------------------------------------------------------------------------

@@ -46,7 +46,8 @@ class FFATCapWarning(UserWarning):
 @dataclass(frozen=True)
 class TransferSettings:
     """terms: FFAT expansion terms M (1..4); max_modes: first N modes only (None: all); max_faces: BEM triangle
-    budget per mode; per_wavelength: required elements per wavelength; c [m/s], rho [kg/m^3]: air."""
+    budget per mode; per_wavelength: required elements per wavelength; c [m/s], rho [kg/m^3]: air; backend:
+    bempp-cl assembly backend (bem.BACKENDS; part of the cache key, the two agree to ~1e-13)."""
 
     terms: int = 4
     max_modes: int | None = None
@@ -54,8 +55,11 @@ class TransferSettings:
     per_wavelength: float = bem.ELEMENTS_PER_WAVELENGTH
     c: float = 343.2
     rho: float = 1.2041
+    backend: str = "numba"
 
     def check(self) -> None:
+        if self.backend not in bem.BACKENDS:
+            raise InputError(f"transfer: backend = {self.backend!r}; use one of {', '.join(bem.BACKENDS)}")
         if not 1 <= int(self.terms) <= 4:
             raise InputError(f"transfer: terms = {self.terms}; use 1..4 (harmonic-shells.txt sec. 4)")
         if self.max_modes is not None and int(self.max_modes) < 1:
@@ -126,7 +130,7 @@ def mode_solution(task: dict):
     for _ in range(levels):
         v, f, u = subdivide(v, f, u)
     g = s.rho * omega**2 * face_normal_data(v, f, u[0])                  # dp/dn per unit q (step 1)
-    return bem.solve_neumann(v, f, k, g, check=False), capped
+    return bem.solve_neumann(v, f, k, g, check=False, backend=s.backend), capped
 
 
 def shell_samples(sol, radii, T: int, r_bar: float) -> np.ndarray:
@@ -151,7 +155,8 @@ def solve_mode(task: dict) -> dict:
     pool of N processes gives each cores / N), so that side-by-side workers do not oversubscribe the cores."""
     import numba
 
-    from ..parallel import default_threads, single_threaded_blas
+    from ..parallel import default_threads, single_threaded_blas, undo_dask_malloc_trim
+    undo_dask_malloc_trim()
     before = numba.get_num_threads()
     numba.set_num_threads(max(1, min(default_threads(), numba.config.NUMBA_NUM_THREADS)))
     try:

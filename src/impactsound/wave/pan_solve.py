@@ -98,6 +98,8 @@ def solve_field(field: int, inside: Callable[[np.ndarray], np.ndarray], plan: PA
                 dtype=np.float32, progress: Callable[[float], None] | None = None) -> np.ndarray:
     """Simulate field ``field`` (0..5) and return pressure at ``receivers`` (n, 3) [m, body frame], shape
     (n, n_steps), sampled at t = (k + 1) dt. ``drive(t)`` is z_i(t) [m/s^2 or rad/s^2 per unit]."""
+    from ..parallel import undo_dask_malloc_trim
+    undo_dask_malloc_trim()                                   # a Dask worker's malloc setting (parallel.py)
     grid = centred_grid(plan.half_width, plan.dx, plan.npml)
     solver = FDTDSolver(grid, c, rho, dt=plan.dt, dtype=dtype)
     body = voxelize(grid, inside)
