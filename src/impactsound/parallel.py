@@ -196,17 +196,50 @@ def _worker_hint(address: str) -> str:
             f"(fallback_local=True) to run on this machine")
 
 
+def _unreachable(address: str, timeout: float, exc: BaseException) -> SchedulerUnreachable:
+    why = str(exc).split("\n")[0] or type(exc).__name__
+    return SchedulerUnreachable(address, f"--scheduler {address}: no Dask scheduler reachable within {timeout:g} s "
+                                         f"({why})", _worker_hint(address))
+
+
+def _probe_tcp(address: str, timeout: float) -> None:
+    """Open and close a plain TCP connection to a tcp:// or tls:// scheduler address first.
+
+    Why: a distributed.Client whose constructor fails is left half-built and is closed by its __del__ whenever
+    the garbage collector gets to it, from whatever thread is running then. If that is the thread a later
+    Client starts, __del__ waits for the lock that Client's start holds and the process hangs (seen in CI). So
+    an address where nothing listens never gets a Client at all."""
+    import socket
+    rest = address.split("://", 1)[1] if "://" in address else address
+    if "://" in address and not address.startswith(("tcp://", "tls://")):
+        return                                # inproc://, ucx://, ws://: leave to distributed
+    host, sep, port = rest.rpartition(":")
+    if not sep:
+        host, port = rest, "8786"
+    try:
+        port_n = int(port.split("/")[0])
+    except ValueError:
+        raise SchedulerError(f"--scheduler {address}: not a Dask scheduler address (port {port!r} is not a "
+                             f"number); expected e.g. tcp://HOST:8786") from None
+    try:
+        socket.create_connection((host.strip("[]"), port_n), timeout=timeout).close()
+    except OSError as exc:                    # refused, timed out, unknown host
+        raise _unreachable(address, timeout, exc) from None
+
+
 def _connect(address: str, timeout: float):
+    import gc
     distributed = require_distributed()
+    _probe_tcp(address, timeout)
     try:
         return distributed.Client(address, timeout=timeout, set_as_default=False)
     except (OSError, TimeoutError) as exc:    # refused, timed out, unknown host (OSError covers CommClosedError)
-        why = str(exc).split("\n")[0] or type(exc).__name__
-        raise SchedulerUnreachable(address, f"--scheduler {address}: no Dask scheduler reachable within "
-                                            f"{timeout:g} s ({why})", _worker_hint(address)) from None
+        err = _unreachable(address, timeout, exc)
     except ValueError as exc:                 # malformed address
-        raise SchedulerError(f"--scheduler {address}: not a Dask scheduler address ({exc}); expected e.g. "
-                             f"tcp://HOST:8786") from None
+        err = SchedulerError(f"--scheduler {address}: not a Dask scheduler address ({exc}); expected e.g. "
+                             f"tcp://HOST:8786")
+    gc.collect()                              # close the half-built Client now, on this thread (see _probe_tcp)
+    raise err
 
 
 def _run_dask(client, fn, tasks: Sequence, progress, on_result) -> list:

@@ -133,6 +133,23 @@ def test_missing_dask_names_the_extra(monkeypatch):
         map_tasks(slow_square, [1], scheduler="tcp://127.0.0.1:8786")
 
 
+def test_unreachable_scheduler_never_builds_a_client(monkeypatch):
+    """Regression (CI hang): a Client whose constructor failed was closed later by its __del__ on whatever thread
+    the garbage collector ran in, which deadlocked against the next Client's start. An address where nothing
+    listens is now refused by a plain TCP probe before any Client exists."""
+    import distributed
+
+    def no_client(*a, **kw):
+        raise AssertionError("a distributed.Client was constructed for an unreachable address")
+
+    monkeypatch.setattr(distributed, "Client", no_client)
+    for address in (DEAD, "127.0.0.1:1", "tls://127.0.0.1:1"):
+        with pytest.raises(SchedulerError, match="no Dask scheduler reachable"):
+            map_tasks(slow_square, [1], scheduler=address, connect_timeout=1.0)
+    with pytest.raises(SchedulerError, match="not a number"):
+        map_tasks(slow_square, [1], scheduler="tcp://127.0.0.1:http", connect_timeout=1.0)
+
+
 def test_cli_unreachable_scheduler_exits_2_with_the_message(tmp_path, capsys):
     import trimesh
 

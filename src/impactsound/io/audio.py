@@ -19,6 +19,35 @@ def normalisation_gain(mix: np.ndarray, peak: float = 10 ** (-1 / 20)) -> float:
     return peak / m if m > 0 else 1.0
 
 
+def _zero_peak_timestamp(path: Path) -> None:
+    """Zero the time stamp in the PEAK chunk libsndfile adds to float WAVs.
+
+    Why: that chunk records the wall-clock second of writing, so two renders of the same scene with the same seed
+    gave different files (seen in CI: same samples, different bytes). The per-channel peak values stay; a zero
+    time stamp is what the chunk's format uses for "not recorded". RIFF layout: 12-byte header, then chunks of
+    (4-byte id, little-endian uint32 size, payload padded to even length); PEAK's payload starts with a uint32
+    version and a uint32 time stamp."""
+    import struct
+    with open(path, "r+b") as f:
+        head = f.read(12)
+        if head[:4] != b"RIFF" or head[8:12] != b"WAVE":
+            return
+        pos = 12
+        while True:
+            f.seek(pos)
+            hdr = f.read(8)
+            if len(hdr) < 8:
+                return
+            cid, size = hdr[:4], struct.unpack("<I", hdr[4:])[0]
+            if cid == b"PEAK" and size >= 8:
+                f.seek(pos + 12)
+                f.write(b"\0\0\0\0")
+                return
+            if cid == b"data":
+                return                        # PEAK comes before the samples when it is there at all
+            pos += 8 + size + (size & 1)
+
+
 def write_wav(path: str | Path, pressure_pa: np.ndarray, sample_rate: int, gain: float = 1.0,
               sidecar: dict | None = None) -> Path:
     """Write ``pressure_pa`` (channels x samples, pascals) scaled by ``gain`` as float32 WAV, and
@@ -37,6 +66,7 @@ def write_wav(path: str | Path, pressure_pa: np.ndarray, sample_rate: int, gain:
         sf.write(str(path), np.clip(data, -1, 1), sample_rate, subtype="PCM_24")
     else:
         sf.write(str(path), data, sample_rate, subtype="FLOAT")
+        _zero_peak_timestamp(path)
     meta = {"sample_rate_hz": int(sample_rate), "channels": int(x.shape[0]), "samples": int(x.shape[1]),
             "pascals_per_unit": 1.0 / gain, "peak_pa": float(np.max(np.abs(pressure_pa))) if x.size else 0.0,
             "units": "pressure_pa = sample * pascals_per_unit"}
