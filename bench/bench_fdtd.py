@@ -64,7 +64,7 @@ def solver(N, npml=0, threads=None, block=None, body=False):
     g.origin = -0.5 * N * 1e-3 * np.ones(3)
     s = fdtd.FDTDSolver(g, dtype=np.float32, threads=threads, block_steps=block)
     s.p[N // 2, N // 3, N // 2] = 1.0
-    pat = scale = None
+    pat = None
     if body:
         b = fdtd.voxelize(g, lambda P: np.linalg.norm(P, axis=1) < 0.25 * N * 1e-3)
         s.set_body(b)

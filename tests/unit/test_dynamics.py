@@ -349,6 +349,7 @@ def test_very_low_restitution_is_clamped_with_a_warning():
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)
 def test_five_small_objects_three_seconds():
     rng = np.random.default_rng(3)
     bodies = [ball("b0", 0.01, 0.3), ball("b1", 0.005, 0.4, xy=(-0.2, 0), mat=get_material("glass")),

@@ -4,7 +4,6 @@ clear errors for an unreachable scheduler (and the --fallback-local path)."""
 import functools
 import hashlib
 import time
-import warnings
 
 import numpy as np
 import pytest

@@ -417,7 +417,6 @@ def _block_lanczos(Kp, Mp, op, nev: int, *, lam_max: float | None, block: int, t
         KW = Kp @ W
         H[:m + b, m:m + b] = Q[:, :m + b].T @ KW
         H[m:m + b, :m] = H[:m, m:m + b].T
-        last = slice(m, m + b)
         m += b
         Hm = H[:m, :m]
         theta, Y = np.linalg.eigh(0.5 * (Hm + Hm.T))
@@ -644,8 +643,6 @@ class _ShiftInvertMMD(_ShiftInvert):
 
 def _resolve(K, M, omega2, U, res, bad, *, scale, coords, tol, seed):
     """Re-solve failing pairs with an in-band shift just below the lowest of them (sec. 2)."""
-    E0, rho0, L = scale
-    lam_unit = E0 / (rho0 * L**2)
     w2 = omega2[bad].min() * 0.98
     f_shift = math.sqrt(w2) / (2 * np.pi)
     # enough modes above the shift to cover all failing ones

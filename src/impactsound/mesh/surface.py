@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..errors import MeshError
+
+if TYPE_CHECKING:
+    import trimesh
 
 SURFACE_FORMATS = (".obj", ".stl", ".ply", ".off", ".glb", ".gltf")
 VOLUME_FORMATS = (".msh", ".vtu", ".vtk", ".mesh", ".xdmf")

@@ -14,7 +14,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from ..errors import InputError, MeshError
+from ..errors import InputError
 from ..materials import Material, get_material, make_material
 from .model import Air, Body, Ground, Listener, Scene
 from .primitives import make_primitive
