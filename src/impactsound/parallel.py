@@ -210,19 +210,18 @@ def _probe_tcp(address: str, timeout: float) -> None:
     Client starts, __del__ waits for the lock that Client's start holds and the process hangs (seen in CI). So
     an address where nothing listens never gets a Client at all."""
     import socket
-    rest = address.split("://", 1)[1] if "://" in address else address
-    if "://" in address and not address.startswith(("tcp://", "tls://")):
+
+    from distributed.comm.addressing import parse_address, parse_host_port
+    scheme, loc = parse_address(address)
+    if scheme not in ("tcp", "tls"):
         return                                # inproc://, ucx://, ws://: leave to distributed
-    host, sep, port = rest.rpartition(":")
-    if not sep:
-        host, port = rest, "8786"
     try:
-        port_n = int(port.split("/")[0])
-    except ValueError:
-        raise SchedulerError(f"--scheduler {address}: not a Dask scheduler address (port {port!r} is not a "
-                             f"number); expected e.g. tcp://HOST:8786") from None
+        host, port_n = parse_host_port(loc, 8786)
+    except ValueError as exc:
+        raise SchedulerError(f"--scheduler {address}: not a Dask scheduler address (port is not a number: {exc}); "
+                             f"expected e.g. tcp://HOST:8786") from None
     try:
-        socket.create_connection((host.strip("[]"), port_n), timeout=timeout).close()
+        socket.create_connection((host, port_n), timeout=timeout).close()
     except OSError as exc:                    # refused, timed out, unknown host
         raise _unreachable(address, timeout, exc) from None
 
