@@ -71,14 +71,81 @@ BACKENDS = ("numba", "opencl")
 
 
 def use_backend(name: str) -> None:
-    """Make ``name`` (one of BACKENDS) bempp-cl's assembly backend in this process."""
+    """Make ``name`` (one of BACKENDS) bempp-cl's assembly backend in this process.
+
+    The OpenCL backend is used only after :func:`opencl_problem` found that it builds and runs a small solve in a
+    separate process: whether PoCL's LLVM can compile bempp-cl's kernels depends on the host CPU, and a failure
+    there can abort the whole interpreter (SIGABRT), which must never take a render or a test run with it.
+    """
     if name not in BACKENDS:
         raise InputError(f"BEM backend {name!r}: use one of {', '.join(BACKENDS)}")
+    if name == "opencl":
+        problem = opencl_problem()
+        if problem is not None:
+            raise InputError(f"BEM backend 'opencl' is not usable on this machine: {problem}; use the numba "
+                             "backend (--backend numba, the default)")
     api = _api()
-    if name == "opencl" and not getattr(api, "CPU_OPENCL_DRIVER_FOUND", False):
-        raise InputError("BEM backend 'opencl' needs an OpenCL CPU driver, and none was found: install it with "
-                         "pip install 'impactsound[opencl]' (pyopencl and PoCL), or use the numba backend")
     api.DEFAULT_DEVICE_INTERFACE = name
+
+
+_OPENCL_PROBE: list = []          # [reason or None] once probed in this process
+
+#: the probe: a tiny OpenCL solve checked against the numba backend, run in its own interpreter
+_PROBE_SCRIPT = """
+import numpy as np, trimesh
+from impactsound.transfer import bem
+api = bem._api()
+if not getattr(api, "CPU_OPENCL_DRIVER_FOUND", False):
+    raise SystemExit("no OpenCL CPU driver found (pip install 'impactsound[opencl]' installs PoCL's)")
+bem._OPENCL_PROBE.append(None)              # this process is the probe: let use_backend take opencl
+s = trimesh.creation.icosphere(subdivisions=1, radius=1.0)
+v, f = np.asarray(s.vertices), np.asarray(s.faces)
+a = bem.solve_neumann(v, f, 1.0, np.ones(len(f)), method="plain", backend="opencl")
+b = bem.solve_neumann(v, f, 1.0, np.ones(len(f)), method="plain", backend="numba")
+err = float(np.abs(a.p - b.p).max() / np.abs(b.p).max())
+if not err < 1e-8:
+    raise SystemExit(f"its solution differs from the numba backend's by {err:.2g}")
+print("ok")
+"""
+
+
+def opencl_problem(timeout: float = 600.0) -> str | None:
+    """None when bempp-cl's OpenCL backend works here, else a one-line reason. Probed once per process in a
+    subprocess (a native crash or abort there is reported, never inherited)."""
+    if _OPENCL_PROBE:
+        return _OPENCL_PROBE[0]
+    import importlib.util
+    import signal
+    import subprocess
+    import sys
+    if importlib.util.find_spec("pyopencl") is None:
+        reason = "pyopencl is not installed (pip install 'impactsound[opencl]')"
+    else:
+        env = dict(os.environ, PYOPENCL_COMPILER_OUTPUT="0", BEMPP_LOG_LEVEL="error")
+        try:
+            r = subprocess.run([sys.executable, "-c", _PROBE_SCRIPT], capture_output=True, text=True,
+                               timeout=timeout, env=env)
+        except subprocess.TimeoutExpired:
+            reason = f"the OpenCL probe solve did not finish in {timeout:g} s"
+        else:
+            if r.returncode == 0 and r.stdout.strip().endswith("ok"):
+                reason = None
+            else:
+                lines = [ln.strip() for ln in (r.stderr + r.stdout).splitlines() if ln.strip()]
+                # the most telling line: a Python exception or an LLVM/OpenCL error, else the last line
+                why = next((ln for ln in reversed(lines) if ln.split(":")[0].endswith(("Error", "Exception"))),
+                           next((ln for ln in lines if "error" in ln.lower() or "failed" in ln.lower()),
+                                lines[-1] if lines else ""))[:300]
+                if r.returncode < 0:
+                    try:
+                        sig = signal.Signals(-r.returncode).name
+                    except ValueError:
+                        sig = f"signal {-r.returncode}"
+                    reason = f"a probe solve with it crashed ({sig}{': ' + why if why else ''})"
+                else:
+                    reason = f"a probe solve with it failed ({why or f'exit status {r.returncode}'})"
+    _OPENCL_PROBE.append(reason)
+    return reason
 
 
 @dataclass
