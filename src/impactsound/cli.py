@@ -1,10 +1,12 @@
 """Command-line interface (thin: parses, calls the API, turns known errors into one message and exit code 2)."""
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import sys
 import traceback
+import warnings
 from pathlib import Path
 
 import click
@@ -30,6 +32,44 @@ def cli(ctx, quiet, debug):
     ctx.obj = _Ctx(quiet, debug)
 
 
+def _g(v) -> str:
+    """A value for a message: numbers (NumPy scalars included) with :g, containers element-wise; never a repr such
+    as ``np.float64(0.5)``."""
+    if isinstance(v, (bool, np.bool_)):
+        return str(bool(v))
+    if isinstance(v, (int, np.integer)):
+        return str(int(v))
+    if isinstance(v, (float, np.floating)):
+        return f"{float(v):g}"
+    if isinstance(v, np.ndarray):
+        return _g(v.tolist())
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_g(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{k}: {_g(x)}" for k, x in v.items()) + "}"
+    return str(v)
+
+
+@contextlib.contextmanager
+def _event_log_warnings():
+    """Show the event log's warnings (empty log, implausible events let through) as one ``warning:`` line each,
+    above any progress bar, every time they occur."""
+    from .dynamics.events import EventLogWarning
+    show = warnings.showwarning
+
+    def one_line(message, category, *args, **kwargs):
+        if issubclass(category, EventLogWarning):
+            from tqdm import tqdm
+            tqdm.write(f"warning: {message}", file=sys.stderr)
+        else:
+            show(message, category, *args, **kwargs)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", EventLogWarning)
+        warnings.showwarning = one_line
+        yield
+
+
 def _write_outputs(result, wav: Path, png: Path | None, stems: Path | None, progress: Progress, title: str):
     from .io.audio import normalisation_gain, write_wav
     gain = normalisation_gain(result.mix)
@@ -39,10 +79,14 @@ def _write_outputs(result, wav: Path, png: Path | None, stems: Path | None, prog
                      f"scale in {wav}.json)")
     if not np.any(result.mix):
         # never a silent surprise: say why (no contacts, or bodies too small/stiff to have audible modes)
-        click.echo(f"warning: {wav} is silent: {len(result.events)} contact events and "
-                   f"{result.info.get('modes', {})} audible modes per object. Small stiff objects have no "
-                   f"modes below 20 kHz in modal sound; lengthen the scene or drop objects from higher up.",
-                   err=True)
+        if len(result.events) == 0:
+            click.echo(f"warning: {wav} is silent: no contact events (an empty event log, or every contact slower "
+                       "than v_min = 5 cm/s)", err=True)
+        else:
+            click.echo(f"warning: {wav} is silent: {len(result.events)} contact events and "
+                       f"{_g(result.info.get('modes', {}))} audible modes per object. Small stiff objects have no "
+                       f"modes below 20 kHz in modal sound; lengthen the scene or drop objects from higher up.",
+                       err=True)
     paths = [wav]
     if stems is not None:
         # one WAV per source kind (all objects) and per source kind x object, same gain as the mix
@@ -83,13 +127,18 @@ def demo(obj: _Ctx, out_dir: Path):
 @click.option("--png", type=click.Path(dir_okay=False, path_type=Path), help="Also draw a spectrogram PNG.")
 @click.option("--stems", type=click.Path(file_okay=False, path_type=Path),
               help="Folder for one WAV per source kind and per object.")
+@click.option("--allow-implausible", is_flag=True,
+              help="Render a scene's event log even if it fails the plausibility checks (times after the scene, "
+                   "impulses too large for the masses, points off the bodies...; docs/event-log.md): warnings "
+                   "instead of an error.")
 @click.pass_obj
-def render(obj: _Ctx, scene_file: Path, out: Path, png: Path | None, stems: Path | None):
+def render(obj: _Ctx, scene_file: Path, out: Path, png: Path | None, stems: Path | None, allow_implausible: bool):
     """Render SCENE_FILE (TOML, see docs/scene-format.md) to a WAV (pascals recoverable via OUT.json)."""
     from .pipeline import render_scene
     from .scene import load_scene
     scene = load_scene(scene_file)
-    result = render_scene(scene, obj.progress)
+    with _event_log_warnings():
+        result = render_scene(scene, obj.progress, allow_implausible=allow_implausible)
     for p in _write_outputs(result, out, png, stems, obj.progress, str(scene_file)):
         click.echo(str(p))
 
@@ -98,21 +147,25 @@ def render(obj: _Ctx, scene_file: Path, out: Path, png: Path | None, stems: Path
 @click.argument("scene_file", type=click.Path(path_type=Path))
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
               help="Write the log to a .csv or .npz file (default: CSV on standard output).")
+@click.option("--allow-implausible", is_flag=True,
+              help="When SCENE_FILE names an event log: pass it on even if it fails the plausibility checks.")
 @click.pass_obj
-def events(obj: _Ctx, scene_file: Path, out: Path | None):
+def events(obj: _Ctx, scene_file: Path, out: Path | None, allow_implausible: bool):
     """Print or save the contact-event log that the rigid-body engine produces for SCENE_FILE."""
     from .pipeline import scene_events
     from .scene import load_scene
+    if out is not None and out.suffix.lower() not in (".csv", ".npz"):       # before any simulation
+        raise InputError(f"--out {out}: unknown extension {out.suffix or '(none)'!r}; an event log is written as "
+                         ".csv or .npz, e.g. --out events.csv")
     scene = load_scene(scene_file)
-    log = scene_events(scene, obj.progress)
+    with _event_log_warnings():
+        log = scene_events(scene, obj.progress, allow_implausible=allow_implausible)
     if out is None:
         import tempfile
         with tempfile.TemporaryDirectory() as d:
             p = log.save(Path(d) / "events.csv")
             click.echo(p.read_text(), nl=False)
     else:
-        if out.suffix.lower() not in (".csv", ".npz"):
-            raise InputError(f"{out}: event log must end in .csv or .npz")
         log.save(out)
         obj.progress.message(f"{len(log)} events")
         click.echo(str(out))
@@ -137,6 +190,9 @@ def modes(obj: _Ctx, mesh: Path, material, E, nu, rho, count, order, f_max, as_j
     mat = _material_option(material, E, nu, rho)
     if count < 1:
         raise InputError(f"--count {count} must be >= 1")
+    if not f_max > 0:                                              # also NaN
+        raise InputError(f"--f-max {f_max:g} Hz must be positive: the highest mode frequency to keep, e.g. "
+                         "--f-max 20000 (the top of hearing)")
     kwargs = dict(order=int(order), max_modes=count, f_max=f_max, source=str(mesh))
     if mesh.suffix.lower() in (".msh", ".vtu"):
         from .mesh.surface import load_volume_mesh
@@ -152,6 +208,9 @@ def modes(obj: _Ctx, mesh: Path, material, E, nu, rho, count, order, f_max, as_j
     if out is not None:
         model.save(out)
         obj.progress.message(f"wrote {out}")
+    if model.n_modes == 0:
+        click.echo(f"warning: {mesh}: none of its elastic modes is at or below --f-max {f_max:g} Hz (asked for up "
+                   f"to {count}): a small or stiff object rings higher; raise --f-max to list them", err=True)
     if as_json:
         click.echo(json.dumps({"frequencies_hz": [float(f) for f in model.frequencies_hz],
                                "dofs": int(model.meta.get("dofs", 0)), "order": int(order),
@@ -293,7 +352,7 @@ def pan_info(asset: Path, as_json):
         click.echo(json.dumps(d, indent=2))
     else:
         for k, v in d.items():
-            click.echo(f"{k:22s} {v}")
+            click.echo(f"{k:22s} {_g(v)}")
 
 
 @cli.group()

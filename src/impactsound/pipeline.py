@@ -27,10 +27,27 @@ class RenderResult:
     info: dict = field(default_factory=dict)
 
 
-def scene_events(scene: Scene, progress: Progress = QUIET) -> EventLog:
-    """The scene's contact events: from its event log if it names one, else from the rigid-body engine."""
+def scene_events(scene: Scene, progress: Progress = QUIET, *, allow_implausible: bool = False) -> EventLog:
+    """The scene's contact events: from its event log if it names one, else from the rigid-body engine.
+
+    A user's log is checked against the scene (dynamics/plausibility.py: times within the duration, impulses
+    within what the masses and speeds allow, points on the bodies, impulses pushing apart, ground present); a
+    failed check is an :class:`InputError`, or with ``allow_implausible`` an ``ImplausibleEventWarning``. An
+    empty log renders silence with an ``EmptyEventLogWarning``."""
     if scene.event_log:
+        import warnings
+        from pathlib import Path
+
+        from .dynamics.events import CSV_ROW_BASE, EmptyEventLogWarning
+        from .dynamics.plausibility import check_event_log
         log = EventLog.load(scene.event_log, scene.body_names)
+        if len(log) == 0:
+            warnings.warn(f"{scene.event_log}: the event log has no events (only a header): the render is silent",
+                          EmptyEventLogWarning, stacklevel=2)
+        npz = Path(scene.event_log).suffix.lower() == ".npz"
+        check_event_log(log, scene.bodies, scene.duration, ground_enabled=scene.ground.enabled,
+                        ground_height=scene.ground.height, source=str(scene.event_log),
+                        row_base=0 if npz else CSV_ROW_BASE, npz=npz, allow_implausible=allow_implausible)
         _fill_missing_poses(log, scene)
         return log
     from .dynamics import simulate
@@ -133,10 +150,14 @@ def transfer_models(scene: Scene, models: dict, progress: Progress = QUIET) -> t
     return out, used
 
 
-def render_scene(scene: Scene, progress: Progress = QUIET, events: EventLog | None = None) -> RenderResult:
-    """Render ``scene``: pressure [Pa] at every listener, per source kind and object."""
+def render_scene(scene: Scene, progress: Progress = QUIET, events: EventLog | None = None, *,
+                 allow_implausible: bool = False) -> RenderResult:
+    """Render ``scene``: pressure [Pa] at every listener, per source kind and object.
+
+    ``allow_implausible``: render a user event log that fails the plausibility checks (warnings instead of an
+    error; see :func:`scene_events`)."""
     if events is None:
-        events = scene_events(scene, progress)
+        events = scene_events(scene, progress, allow_implausible=allow_implausible)
     # Contacts slower than v_min are static contact, not collisions (pan.md sec. 3; modal-sound.md sec. 8.3).
     slow = events.vn < V_MIN
     if slow.any():

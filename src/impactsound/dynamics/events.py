@@ -21,6 +21,7 @@ own) can write them and skip our dynamics.
 from __future__ import annotations
 
 import csv
+import io
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
@@ -38,6 +39,14 @@ _CSV_COLUMNS = {
     "pos_b": ["bx", "by", "bz"], "quat_b": ["bqw", "bqx", "bqy", "bqz"],
 }
 REQUIRED_CSV = ["time", "body_a", "body_b", "px", "py", "pz", "nx", "ny", "nz", "jx", "jy", "jz", "vn"]
+
+
+class EventLogWarning(UserWarning):
+    """Something about a user's event log that the render goes on with (the CLI prints it as one line)."""
+
+
+class EmptyEventLogWarning(EventLogWarning):
+    """The event log has a header but no events: the render is silent."""
 
 
 def _nan(n, k):
@@ -101,37 +110,49 @@ class EventLog:
         return (self.a == body) | (self.b == body)
 
     # ---- validation -------------------------------------------------------------------------------------
-    def validate(self, source: str = "event log", n_bodies: int | None = None) -> "EventLog":
-        """Raise :class:`InputError` (naming ``source`` and the column) on NaN, bad ids or unsorted time."""
+    def validate(self, source: str = "event log", n_bodies: int | None = None, *, row_base: int = 0) -> "EventLog":
+        """Raise :class:`InputError` (naming ``source``, the row and the column) on NaN, bad ids or unsorted time.
+
+        Rows are named ``row_base`` + index: 2 for a CSV file (its header is row 1, as a spreadsheet counts), 0 for
+        arrays (NPZ, in memory)."""
+        if len(self) == 0:
+            return self
+        rb = row_base
         for name in ("t", "point", "normal", "impulse", "vn"):
             v = getattr(self, name)
             bad = ~np.isfinite(v).reshape(len(self), -1).all(axis=1)
             if bad.any():
                 i = int(np.flatnonzero(bad)[0])
-                raise InputError(f"{source}: column {name!r} has a NaN or infinite value in row {i}")
-        if len(self) and np.any(np.diff(self.t) < 0):
+                raise InputError(f"{source}: row {i + rb}, column {name!r}: NaN or infinite value; give a number")
+        if np.any(np.diff(self.t) < 0):
             i = int(np.flatnonzero(np.diff(self.t) < 0)[0]) + 1
-            raise InputError(f"{source}: times are not monotonic (row {i}: t = {self.t[i]} < {self.t[i-1]}); "
-                             "sort the log by time")
-        if len(self) and np.any(self.t < 0):
-            raise InputError(f"{source}: negative event time {self.t.min()} s")
+            raise InputError(f"{source}: row {i + rb}, column 'time': times are not monotonic (t = {self.t[i]:g} < "
+                             f"{self.t[i - 1]:g} s in the row before); sort the log by time")
+        if np.any(self.t < 0):
+            i = int(np.flatnonzero(self.t < 0)[0])
+            raise InputError(f"{source}: row {i + rb}, column 'time': negative event time {self.t[i]:g} s; times "
+                             "start at 0 (the start of the scene)")
         nn = np.linalg.norm(self.normal, axis=1)
-        if len(self) and np.any(np.abs(nn - 1) > 1e-3):
+        if np.any(np.abs(nn - 1) > 1e-3):
             i = int(np.flatnonzero(np.abs(nn - 1) > 1e-3)[0])
-            raise InputError(f"{source}: normal in row {i} is not a unit vector (|n| = {nn[i]:.4g})")
+            raise InputError(f"{source}: row {i + rb}, column 'normal': not a unit vector (|n| = {nn[i]:.4g}); "
+                             "normalise nx,ny,nz")
         if np.any(self.vn < 0):
             i = int(np.flatnonzero(self.vn < 0)[0])
-            raise InputError(f"{source}: vn in row {i} is negative ({self.vn[i]}); give the approach speed >= 0")
+            raise InputError(f"{source}: row {i + rb}, column 'vn': negative ({self.vn[i]:g}); give the approach "
+                             "speed >= 0")
         if n_bodies is not None:
             for col in ("a", "b"):
                 v = getattr(self, col)
                 bad = (v < GROUND) | (v >= n_bodies)
                 if bad.any():
                     i = int(np.flatnonzero(bad)[0])
-                    raise InputError(f"{source}: body_{col} in row {i} is {v[i]}, not a scene object or ground")
+                    raise InputError(f"{source}: row {i + rb}, column 'body_{col}': {v[i]} is not a scene object "
+                                     "or ground")
         same = (self.a == self.b)
         if same.any():
-            raise InputError(f"{source}: row {int(np.flatnonzero(same)[0])} has body_a == body_b")
+            raise InputError(f"{source}: row {int(np.flatnonzero(same)[0]) + rb}, columns body_a, body_b: the same "
+                             "body twice; a contact is between two bodies")
         return self
 
     # ---- I/O --------------------------------------------------------------------------------------------
@@ -197,17 +218,16 @@ class EventLog:
                 log = cls(**kw, body_names=list(body_names))
             except ValueError as exc:
                 raise InputError(f"{path}: array shapes do not match ({exc})") from None
-            return log.validate(str(path), len(body_names))
+            return log.validate(str(path), len(body_names), row_base=0)
 
-        with open(path, newline="") as fh:
-            rows = list(csv.reader(fh))
+        rows = _read_csv_rows(path)
         if not rows:
             raise InputError(f"{path}: empty event log; expected a header row {','.join(REQUIRED_CSV)}")
         header = [h.strip() for h in rows[0]]
         missing = [c for c in REQUIRED_CSV if c not in header]
         if missing:
-            raise InputError(f"{path}: missing columns {missing}; required: {','.join(REQUIRED_CSV)} "
-                             "(see docs/event-log.md)")
+            raise InputError(f"{path}: row 1 (header): missing columns {', '.join(missing)}; required: "
+                             f"{','.join(REQUIRED_CSV)} (see docs/event-log.md)")
         col = {h: i for i, h in enumerate(header)}
         body = rows[1:]
         n = len(body)
@@ -228,4 +248,55 @@ class EventLog:
             elif all(c in col for c in cols):
                 arr = np.stack([num(c) for c in cols], axis=1)
                 kw[key] = arr[:, 0] if len(cols) == 1 and key in ("t", "vn") else arr
-        return cls(**kw, body_names=list(body_names)).validate(str(path), len(body_names))
+        return cls(**kw, body_names=list(body_names)).validate(str(path), len(body_names), row_base=CSV_ROW_BASE)
+
+
+CSV_ROW_BASE = 2    # row number of a CSV log's first event, counted like a spreadsheet (the header is row 1)
+_BOMS = ((b"\xef\xbb\xbf", "utf-8-sig"), (b"\xff\xfe", "utf-16"), (b"\xfe\xff", "utf-16"))
+
+
+def _decode(path: Path, raw: bytes) -> str:
+    """Text of a CSV log: UTF-8 (with or without a byte-order mark) or UTF-16 with its BOM (what spreadsheet
+    programs write as "Unicode text"); anything else is an :class:`InputError` naming the file."""
+    if raw[:4] == b"PK\x03\x04":
+        raise InputError(f"{path}: this is a ZIP/NPZ file, not a CSV text file; name it .npz if it is an NPZ "
+                         "event log, or export the log as CSV")
+    for bom, enc in _BOMS:
+        if raw.startswith(bom):
+            try:
+                return raw.decode(enc)
+            except UnicodeDecodeError as exc:
+                raise InputError(f"{path}: starts like {enc.upper()} text but byte {exc.start} is not valid "
+                                 f"{enc.upper()}; export the log as CSV (UTF-8)") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not a text CSV file (byte {exc.start} = 0x{raw[exc.start]:02x} is not UTF-8; "
+                         "binary data or an unusual encoding); export the log as CSV (UTF-8)") from None
+    if "\x00" in text:
+        raise InputError(f"{path}: not a text CSV file (NUL byte at byte {raw.index(0)}: binary data, or UTF-16 "
+                         "without a byte-order mark); export the log as CSV (UTF-8)")
+    return text
+
+
+def _read_csv_rows(path: Path) -> list[list[str]]:
+    """Rows of a CSV log. The delimiter is the one of ``,``, tab or ``;`` that splits the header into the required
+    columns (spreadsheets write tab-separated "text" and, in some locales, ``;``-separated CSV)."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read the event log ({exc.strerror})") from None
+    text = _decode(path, raw)
+    first = text.split("\n", 1)[0]
+    delim = ","
+    for d in (",", "\t", ";"):
+        if all(c in [h.strip() for h in first.split(d)] for c in REQUIRED_CSV[:3]):
+            delim = d
+            break
+    try:
+        rows = list(csv.reader(io.StringIO(text, newline=""), delimiter=delim))
+    except csv.Error as exc:
+        raise InputError(f"{path}: not a readable CSV file ({exc}); export the log as CSV (UTF-8)") from None
+    while rows and not any(c.strip() for c in rows[-1]):
+        rows.pop()                      # trailing blank lines (blank rows inside stay: they are reported)
+    return rows
