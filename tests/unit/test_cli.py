@@ -83,3 +83,105 @@ def test_pan_info_rejects_other_assets(tmp_path, capsys):
     f.write_bytes(b"not an asset")
     assert main(["pan", "info", str(f)]) == 2
     assert "x.h5" in capsys.readouterr().err
+
+
+_LOG_SCENE = """\
+[scene]
+duration = 0.3
+sources = ["modal"]
+modal_order = 1
+max_modes = 10
+event_log = "{log}"
+[[listener]]
+name = "mic"
+position = [0.0, -0.5, 0.3]
+[[object]]
+name = "bar"
+shape = "box"
+size = {{ size = [0.2, 0.025, 0.012] }}
+material = "aluminium"
+position = [0.0, 0.0, 0.006]
+"""
+_HEADER = "time,body_a,body_b,px,py,pz,nx,ny,nz,jx,jy,jz,vn\n"
+
+
+def _log_scene(tmp_path, log_text: str | bytes, name="ev.csv"):
+    p = tmp_path / name
+    p.write_bytes(log_text if isinstance(log_text, bytes) else log_text.encode())
+    s = tmp_path / "s.toml"
+    s.write_text(_LOG_SCENE.format(log=name))
+    return s
+
+
+def test_render_header_only_log_is_silence_with_a_message_exit_0(tmp_path, capsys):
+    s = _log_scene(tmp_path, _HEADER)
+    assert main(["-q", "render", str(s), "--out", str(tmp_path / "x.wav")]) == 0
+    err = capsys.readouterr().err
+    assert "ev.csv: the event log has no events (only a header): the render is silent" in err
+    assert "x.wav is silent: no contact events" in err and "Traceback" not in err
+    import soundfile
+    assert not soundfile.read(tmp_path / "x.wav")[0].any()
+
+
+def test_render_implausible_log_is_one_line_exit_2_and_allowed_with_the_flag(tmp_path, capsys):
+    # a bar of 0.16 kg landing at 2 m/s: 0.5 N s is plausible; 2500 N s is a force written as an impulse
+    s = _log_scene(tmp_path, _HEADER + "0.1,ground,bar,0,0,0,0,0,1,0,0,2500,2\n")
+    assert main(["-q", "render", str(s), "--out", str(tmp_path / "x.wav")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "ev.csv: row 2, columns jx,jy,jz:" in err[0] and "force (N)" in err[0]
+    assert not (tmp_path / "x.wav").exists()
+    assert main(["-q", "render", str(s), "--out", str(tmp_path / "x.wav"), "--allow-implausible"]) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("warning: ") and "ev.csv: row 2, columns jx,jy,jz:" in err[0]
+    assert "rendered anyway" in err[0] and (tmp_path / "x.wav").is_file()
+
+
+def test_render_utf16_log_is_read(tmp_path, capsys):
+    text = _HEADER + "0.1,ground,bar,0.05,0,0,0,0,1,0,0,0.5,2\n"
+    s = _log_scene(tmp_path, text.replace(",", "\t").encode("utf-16"))
+    assert main(["-q", "render", str(s), "--out", str(tmp_path / "x.wav")]) == 0
+    import soundfile
+    assert soundfile.read(tmp_path / "x.wav")[0].any()
+
+
+def test_render_garbage_log_names_the_file_exit_2(tmp_path, capsys):
+    s = _log_scene(tmp_path, bytes(range(128, 256)) * 2 + bytes(range(128)), name="junk.csv")
+    assert main(["-q", "render", str(s), "--out", str(tmp_path / "x.wav")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "junk.csv: not a text CSV file" in err[0] and "UnicodeDecodeError" not in err[0]
+
+
+def test_events_out_with_unknown_extension_is_refused_before_simulating(tmp_path, capsys, monkeypatch):
+    import impactsound.pipeline
+    def no_simulation(*a, **k):
+        raise AssertionError("simulated before checking --out")
+    monkeypatch.setattr(impactsound.pipeline, "scene_events", no_simulation)
+    s = tmp_path / "s.toml"
+    s.write_text('[[object]]\nshape = "sphere"\nmaterial = "steel"\n')
+    assert main(["-q", "events", str(s), "--out", str(tmp_path / "x.txt")]) == 2
+    err = capsys.readouterr().err
+    assert "--out" in err and "x.txt" in err and "'.txt'" in err and ".csv or .npz" in err
+
+
+@pytest.mark.parametrize("f_max", ["-1000", "0", "nan"])
+def test_modes_f_max_must_be_positive(tmp_path, capsys, f_max):
+    f = _box_file(tmp_path / "b.stl")
+    assert main(["-q", "modes", str(f), "--material", "steel", "--f-max", f_max]) == 2
+    err = capsys.readouterr().err
+    assert f"--f-max {f_max} Hz must be positive" in err and err.count("\n") == 1
+
+
+def test_modes_all_above_f_max_says_so(tmp_path, capsys):
+    f = _box_file(tmp_path / "small.stl", extents=(0.01, 0.01, 0.01))    # a 1 cm steel cube: modes > 200 kHz
+    assert main(["-q", "modes", str(f), "--material", "steel", "--count", "12", "--order", "1"]) == 0
+    cap = capsys.readouterr()
+    assert cap.out.startswith("0 modes")
+    assert "small.stl: none of its elastic modes is at or below --f-max 20000 Hz (asked for up to 12)" in cap.err
+    assert "raise --f-max" in cap.err
+
+
+def test_message_numbers_are_plain():
+    import numpy as np
+
+    from impactsound.cli import _g
+    assert _g({"a": np.float64(0.5), "b": [np.int64(3), np.float32(2.5e-7)]}) == "{a: 0.5, b: [3, 2.5e-07]}"

@@ -112,7 +112,7 @@ def _check_ground(c: _Ctx, ground_enabled: bool, ground_height: float) -> list[s
         i, head = c.where(wrong, c.cols("normal"))
         out.append(f"{head}: the normal {_fmt(log.normal[i])} of the contact of body_a {c.name(log.a[i])} with "
                    f"body_b {c.name(log.b[i])} does not point from body_a to body_b (the ground's normal is +z) "
-                   f"({c.count(wrong)}); flip nx,ny,nz and jx,jy,jz, or swap body_a and body_b")
+                   f"({c.count(wrong)}); flip {c.cols('normal')} and {c.cols('impulse')}, or swap body_a and body_b")
     return out
 
 
@@ -153,8 +153,8 @@ def _check_sign(c: _Ctx) -> list[str]:
     i, head = c.where(bad, c.cols("impulse"))
     return [f"{head}: the impulse {_fmt(log.impulse[i])} N s pulls body_b {c.name(log.b[i])} towards body_a "
             f"{c.name(log.a[i])} (J.n = {jn[i]:.4g} N s < 0) ({c.count(bad)}); give the impulse on body_b, which "
-            "pushes it away from body_a along the normal (from body_a to body_b): flip the sign of jx,jy,jz, or of "
-            "nx,ny,nz if the normal points from body_b to body_a"]
+            f"pushes it away from body_a along the normal (from body_a to body_b): flip the sign of "
+            f"{c.cols('impulse')}, or of {c.cols('normal')} if the normal points from body_b to body_a"]
 
 
 def _check_impulse(c: _Ctx) -> list[str]:
@@ -178,7 +178,7 @@ def _check_impulse(c: _Ctx) -> list[str]:
     if np.median(ratio[bad]) >= FORCE_RATIO:
         return [msg + "is it a force (N) rather than an impulse (N s)? give the force summed over the collision's "
                 "time steps times the step, sum(f dt)"]
-    return [msg + "check that jx,jy,jz are the impulse in N s and vn the approach speed in m/s"]
+    return [msg + f"check that {c.cols('impulse')} is the impulse in N s and vn the approach speed in m/s"]
 
 
 def _surface_distance(body, pts_body: np.ndarray) -> np.ndarray:
