@@ -181,16 +181,27 @@ def _check_impulse(c: _Ctx) -> list[str]:
     return [msg + f"check that {c.cols('impulse')} is the impulse in N s and vn the approach speed in m/s"]
 
 
-def _surface_distance(body, pts_body: np.ndarray) -> np.ndarray:
-    """Distance [m] of body-frame points from the body: the nearer of its surface and its convex hull's."""
+def _surface_distance(body, pts_body: np.ndarray, exact_far: int = 20) -> np.ndarray:
+    """Distance [m] of body-frame points from the body: the nearer of its surface and its convex hull's.
+
+    Points outside the body's bounding sphere (radius r about the centre of mass) are at least |x| - r away; that
+    bound stands in for all but ``exact_far`` of them (evenly spread, the first included), because exact queries
+    far from a mesh are slow and any such point fails the check anyway."""
     import trimesh
     mesh = body.mesh
-    d = np.abs(trimesh.proximity.closest_point(mesh, pts_body)[1])
-    try:
-        hull = mesh.convex_hull
-        d = np.minimum(d, np.abs(trimesh.proximity.closest_point(hull, pts_body)[1]))
-    except Exception:                   # a degenerate hull: the mesh distance alone
-        pass
+    r = float(np.linalg.norm(mesh.vertices, axis=1).max())
+    lower = np.linalg.norm(pts_body, axis=1) - r
+    d = np.maximum(lower, 0.0)
+    far = np.flatnonzero(lower > 0)
+    exact = np.setdiff1d(np.arange(len(pts_body)), np.setdiff1d(far, far[::max(1, len(far) // exact_far)]))
+    if len(exact):
+        x = pts_body[exact]
+        de = np.abs(trimesh.proximity.closest_point(mesh, x)[1])
+        try:
+            de = np.minimum(de, np.abs(trimesh.proximity.closest_point(mesh.convex_hull, x)[1]))
+        except Exception:               # a degenerate hull: the mesh distance alone
+            pass
+        d[exact] = de
     return d
 
 
@@ -203,10 +214,13 @@ def _check_points(c: _Ctx, ground_enabled: bool, ground_height: float) -> list[s
     v0 = max([float(np.linalg.norm(b.velocity)) + float(np.linalg.norm(b.angular_velocity)) * s / 2
               for b, s in zip(bodies, size)] + [0.0])
     reach = 2.0 * (v0 + G * log.t) * log.t
-    excess = np.full(n, -np.inf)        # distance minus tolerance, worst over the sides
-    excess_mm = np.full(n, -np.inf)     # the same with point (and logged pose) divided by 1000
-    what = [""] * n
-    for side in ("a", "b"):
+    excess = np.full(n, -np.inf)        # distance minus tolerance, worst over the surfaces involved
+    excess_mm = np.full(n, -np.inf)     # the same with the point (and a logged pose) divided by 1000
+    pose_mm = np.zeros(n, bool)         # ... where only dividing the logged pose too puts it on the body
+    worst = np.zeros(n, np.int64)       # which surface: 0 body_a, 1 body_b, 2 the ground plane
+    dist, tols = np.zeros(n), np.zeros(n)
+    poses = {}
+    for s_i, side in enumerate(("a", "b")):
         ids = getattr(log, side)
         pos, quat = getattr(log, f"pos_{side}"), getattr(log, f"quat_{side}")
         for k in np.unique(ids[ids != GROUND]):
@@ -214,39 +228,53 @@ def _check_points(c: _Ctx, ground_enabled: bool, ground_height: float) -> list[s
             body = bodies[int(k)]
             logged = np.isfinite(pos[sel]).all(axis=1) & np.isfinite(quat[sel]).all(axis=1)
             p = np.where(logged[:, None], pos[sel], np.asarray(body.position, np.float64))
-            q = np.where(logged[:, None], quat[sel], np.asarray(body.quaternion, np.float64))
-            R = _quat_to_matrix(q)
+            R = _quat_to_matrix(np.where(logged[:, None], quat[sel], np.asarray(body.quaternion, np.float64)))
             tol = max(POINT_TOL_ABS, POINT_TOL_REL * size[k]) + np.where(logged, 0.0, reach[sel])
             x = log.point[sel]
-            d = _surface_distance(body, np.einsum("nji,nj->ni", R, x - p))
-            d_mm = np.minimum(_surface_distance(body, np.einsum("nji,nj->ni", R, x / 1000 - p)),
-                              np.where(logged, _surface_distance(body, np.einsum("nji,nj->ni", R, (x - p) / 1000)),
-                                       np.inf))
-            worse = d - tol > excess[sel]
+            e = _surface_distance(body, np.einsum("nji,nj->ni", R, x - p)) - tol
+            far = np.flatnonzero(e > 0)                     # only those (at most ~200 of them) tried in millimetres
+            far = far[::max(1, len(far) // 200)]
+            e_mm = np.where(e > 0, np.nan, -np.inf)
+            if len(far):
+                Rf, pf, xf = R[far], p[far], x[far]
+                d1 = _surface_distance(body, np.einsum("nji,nj->ni", Rf, xf / 1000 - pf))
+                d2 = _surface_distance(body, np.einsum("nji,nj->ni", Rf, (xf - pf) / 1000))
+                d2 = np.where(logged[far], d2, np.inf)
+                e_mm[far] = np.minimum(d1, d2) - tol[far]
+                pose_mm[sel[far]] |= (d2 <= tol[far]) & (d1 > tol[far])
+            worse = e > excess[sel]
+            worst[sel[worse]], dist[sel[worse]], tols[sel[worse]] = s_i, (e + tol)[worse], tol[worse]
             for j in np.flatnonzero(worse):
-                r = sel[j]
-                pose = (f"at its pose {_fmt(p[j])} from columns {c.cols('pos', side)}" if logged[j] else
-                        f"at most {reach[r]:.3g} m from its start pose {_fmt(p[j])} in the scene (no pose columns)")
-                what[r] = f"{d[j]:.4g} m from the surface of {body.name} ({pose}; tolerance {tol[j]:.3g} m)"
-            excess[sel] = np.maximum(excess[sel], d - tol)
-            excess_mm[sel] = np.maximum(excess_mm[sel], d_mm - tol)
+                poses[(int(sel[j]), s_i)] = (p[j], bool(logged[j]))
+            excess[sel] = np.maximum(excess[sel], e)
+            excess_mm[sel] = np.maximum(excess_mm[sel], e_mm)
     if ground_enabled:
         tol_g = np.maximum(POINT_TOL_ABS, POINT_TOL_REL * np.maximum(size[log.a], size[log.b]))
         on_ground = (log.a == GROUND) | (log.b == GROUND)
         dz = np.abs(log.point[:, 2] - ground_height)
         dz_mm = np.abs(log.point[:, 2] / 1000 - ground_height)
         worse = on_ground & (dz - tol_g > excess)
-        for r in np.flatnonzero(worse):
-            what[r] = f"{dz[r]:.4g} m from the ground plane z = {ground_height:g} m (tolerance {tol_g[r]:.3g} m)"
+        worst[worse], dist[worse], tols[worse] = 2, dz[worse], tol_g[worse]
         excess = np.where(on_ground, np.maximum(excess, dz - tol_g), excess)
         excess_mm = np.where(on_ground, np.maximum(excess_mm, dz_mm - tol_g), excess_mm)
     bad = excess > 0
     if not bad.any():
         return []
     i, head = c.where(bad, c.cols("point"))
-    msg = f"{head}: the contact point {_fmt(log.point[i])} is {what[i]} ({c.count(bad)}); "
-    if np.mean(excess_mm[bad] <= 0) >= 0.5:
-        return [msg + "the points look like millimetres: give them in metres (divide by 1000)"]
+    if worst[i] == 2:
+        what = f"{dist[i]:.4g} m from the ground plane z = {ground_height:g} m (tolerance {tols[i]:.3g} m)"
+    else:
+        side = "ab"[worst[i]]
+        k = int(getattr(log, side)[i])
+        p, logged = poses[(i, int(worst[i]))]
+        pose = (f"at its pose {_fmt(p)} from columns {c.cols('pos', side)}" if logged else
+                f"up to {reach[i]:.3g} m from its start pose {_fmt(p)} in the scene: no pose columns")
+        what = f"{dist[i]:.4g} m from the surface of {bodies[k].name} ({pose}; tolerance {tols[i]:.3g} m)"
+    msg = f"{head}: the contact point {_fmt(log.point[i])} is {what} ({c.count(bad)}); "
+    tried = bad & ~np.isnan(excess_mm)
+    if tried.any() and np.mean(excess_mm[tried] <= 0) >= 0.5:
+        also = " and the pose columns" if np.mean(pose_mm[tried]) >= 0.5 else ""
+        return [msg + f"the points{also} look like millimetres: give them in metres (divide by 1000)"]
     return [msg + "give world coordinates in metres, and each body's centre-of-mass position and orientation "
             "(w, x, y, z) at the event"]
 
