@@ -209,3 +209,53 @@ def test_overdamped_modes_dropped():
     box = trimesh.creation.box(extents=(0.05, 0.03, 0.02))
     m = modal_analysis(box, mat, order=1, max_modes=5, max_edge=0.012, f_max=1e6)
     assert m.n_modes == 0 and m.meta["dropped_overdamped"] == 5
+
+
+def test_modal_analysis_carries_its_inputs_hash(tmp_path):
+    """What `impactsound modes --out` saves must say which inputs made it, or a transfer asset computed for
+    another model would be accepted."""
+    from impactsound.fem.model import ModalModel
+    from impactsound.fem.modal import modal_inputs_hash
+    from impactsound.errors import AssetError
+    mat = make_material("alu", rho=2700, E=69e9, nu=0.33, alpha=1.0, beta=3e-8)
+    box = trimesh.creation.box(extents=(0.05, 0.03, 0.02))
+    kw = dict(max_modes=4, max_edge=0.015, f_max=1e6)
+    m = modal_analysis(box, mat, order=1, **kw)
+    key = modal_inputs_hash(box, mat, 1, **kw)
+    assert len(key) == 64 and m.inputs_hash == key
+    m.save(tmp_path / "box.h5")
+    assert ModalModel.load(tmp_path / "box.h5").inputs_hash == key
+    other = make_material("alu2", rho=2700, E=70e9, nu=0.33, alpha=1.0, beta=3e-8)
+    with pytest.raises(AssetError, match="different inputs"):
+        ModalModel.load(tmp_path / "box.h5", inputs_hash=modal_inputs_hash(box, other, 1, **kw))
+    nodes, tets = tetrahedralize(box, max_edge=0.015)
+    g = modal_analysis(None, mat, order=1, nodes=nodes, tets=tets, max_modes=4, f_max=1e6)
+    assert g.inputs_hash == modal_inputs_hash(None, mat, 1, nodes=nodes, tets=tets, max_modes=4, f_max=1e6)
+    assert g.inputs_hash not in ("", key)
+
+
+def test_ftetwild_fallback_mesh_is_usable_for_modal_analysis():
+    """fTetWild's mesh of a box gives TetGen's P2 modes; overlapping shells (TetGen refuses them) become one
+    solid: the union's volume, one body (6 rigid modes, not 12)."""
+    import warnings
+
+    from impactsound.mesh import MeshWarning
+    from impactsound.mesh.tetra import _ftetwild
+    mat = make_material("abs", rho=1050, E=2.3e9, nu=0.35, alpha=30, beta=1e-6)
+    box = trimesh.creation.box(extents=(0.04, 0.03, 0.02))
+    ref = modal_analysis(box, mat, order=2, max_modes=6, f_max=1e6)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", MeshWarning)
+        nodes, tets = _ftetwild(box, 0.006, "box", "test", lambda s: None)
+    ftw = modal_analysis(None, mat, order=2, nodes=nodes, tets=tets, max_modes=6, f_max=1e6)
+    assert ftw.volume == pytest.approx(0.04 * 0.03 * 0.02, rel=1e-3)
+    assert np.allclose(ftw.frequencies_hz, ref.frequencies_hz, rtol=5e-3)
+    a = trimesh.creation.box(extents=(0.04, 0.03, 0.02))
+    b = trimesh.creation.box(extents=(0.02, 0.02, 0.04)).apply_translation([0.015, 0, 0])
+    stages = []
+    with pytest.warns(MeshWarning, match="fTetWild"):
+        m = modal_analysis(trimesh.util.concatenate([a, b]), mat, order=1, max_modes=4, f_max=1e6,
+                           progress=stages.append)
+    assert m.meta["mesher"] == "ftetwild" and "fTetWild" in stages
+    assert m.meta["n_components"] == 1 and m.n_modes == 4
+    assert m.volume == pytest.approx(0.04 * 0.03 * 0.02 + 0.02 * 0.02 * 0.04 - 0.015 * 0.02 * 0.02, rel=1e-3)

@@ -55,7 +55,7 @@ def test_inverted_and_multibody():
     with pytest.raises(MeshError, match="inwards"):
         check_surface(inv, "inv.obj")
     two = trimesh.util.concatenate([box, box.copy().apply_translation([0.1, 0, 0])])
-    with pytest.raises(MeshError, match="2 disconnected bodies"):
+    with pytest.raises(MeshError, match="2 separate bodies.*own object"):
         check_surface(two, "two.obj")
 
 
@@ -108,10 +108,8 @@ def test_load_volume_mesh(tmp_path):
     import meshio
     box = trimesh.creation.box(extents=(0.04, 0.03, 0.02))
     nodes, tets = tetrahedralize(box, max_edge=0.02)
-    t = tets.copy()
-    t[0] = t[0][[0, 2, 1, 3]]                    # one negatively oriented tet in the file
     p = tmp_path / "box.vtu"
-    meshio.write(p, meshio.Mesh(nodes, [("tetra", t)]))
+    meshio.write(p, meshio.Mesh(nodes, [("tetra", tets[:, [0, 2, 1, 3]])]))   # the other orientation convention
     n2, t2 = load_volume_mesh(p)
     assert np.all(signed_volumes(n2, t2) > 0)
     assert signed_volumes(n2, t2).sum() == pytest.approx(0.04 * 0.03 * 0.02, rel=1e-12)
@@ -119,3 +117,174 @@ def test_load_volume_mesh(tmp_path):
     meshio.write(q, meshio.Mesh(box.vertices, [("triangle", box.faces)]))
     with pytest.raises(MeshError, match="no tetrahedra"):
         load_volume_mesh(q)
+
+
+def _box_tets():
+    box = trimesh.creation.box(extents=(0.04, 0.03, 0.02))
+    return tetrahedralize(box, max_edge=0.02)
+
+
+def test_volume_mesh_with_one_inverted_tet_is_an_error_naming_it(tmp_path):
+    """One tet oriented against all the others is a tangled mesh: flipping it would hide it (and overlap)."""
+    import meshio
+    nodes, tets = _box_tets()
+    t = tets.copy()
+    t[7] = t[7][[0, 2, 1, 3]]
+    p = tmp_path / "tangled.vtu"
+    meshio.write(p, meshio.Mesh(nodes, [("tetra", t)]))
+    with pytest.raises(MeshError, match=r"tangled\.vtu: tet #7 .*inverted: 1 of \d+ tets are negative while the "
+                                        r"others are positive.*tangled"):
+        load_volume_mesh(p)
+
+
+def test_overlapping_tets_are_errors_naming_them():
+    # two positive tets on the same side of their shared face (0, 1, 2): they overlap
+    nodes = np.array([[0, 0, 0], [1, 0, 0], [0, 1, 0], [0.2, 0.2, 1], [0.3, 0.3, 0.5]], float) * 0.01
+    tets = np.array([[0, 1, 2, 3], [0, 1, 2, 4]])
+    assert np.all(signed_volumes(nodes, tets) > 0)
+    with pytest.raises(MeshError, match=r"fold\.vtu: tets #0 and #1 overlap"):
+        orient_tets(nodes, tets, "fold.vtu")
+    nodes, tets = _box_tets()
+    with pytest.raises(MeshError, match=r"dup\.vtu: tets .*#3.*share one face"):
+        orient_tets(nodes, np.vstack([tets, tets[3:4]]), "dup.vtu")
+
+
+def test_volume_mesh_nan_node_is_named_without_numpy_warnings(tmp_path):
+    import warnings
+
+    import meshio
+    nodes, tets = _box_tets()
+    k = int(tets[5, 2])
+    nodes = nodes.copy()
+    nodes[k] = [np.nan, 0.0, 0.0]
+    p = tmp_path / "nan.vtu"
+    meshio.write(p, meshio.Mesh(nodes, [("tetra", tets)]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(MeshError, match=rf"nan\.vtu: node #{k} has non-finite coordinates \[nan, 0\.0, 0\.0\]"
+                                            rf" \(used by tet #"):
+            load_volume_mesh(p)
+
+
+def _seam_cube_obj(path, noise=1e-9):
+    """A 4 x 3 x 2 cm box as game engines export it: every face has its own corners (own UVs and normal), the
+    copies of one corner differing in the last digits."""
+    box = trimesh.creation.box(extents=(0.04, 0.03, 0.02))
+    lines = []
+    for fi, f in enumerate(box.faces):
+        for k in f:
+            lines.append("v %.12f %.12f %.12f" % tuple(box.vertices[k] * (1 + noise * (fi % 3))))
+    lines += ["vt 0 0", "vt 1 0", "vt 0 1"] * len(box.faces)
+    lines += ["vn %g %g %g" % tuple(n) for n in box.face_normals]
+    for fi in range(len(box.faces)):
+        a = 3 * fi
+        lines.append("f " + " ".join(f"{a + j + 1}/{a + j + 1}/{fi + 1}" for j in range(3)))
+    path.write_text("\n".join(lines) + "\n")
+    return box
+
+
+def test_seam_split_cube_is_welded_on_load(tmp_path):
+    from impactsound.mesh import merge_seams
+    p = tmp_path / "seams.obj"
+    box = _seam_cube_obj(p)
+    raw = trimesh.load(p, process=True)
+    assert not raw.is_watertight                     # what trimesh alone gives: "not watertight"
+    with pytest.raises(MeshError, match=r"raw\.obj: surface is split at seams.*merge_seams"):
+        check_surface(raw, "raw.obj")
+    m = load_surface(p)
+    assert len(m.vertices) == 8 and m.is_watertight
+    check_surface(m, str(p))
+    assert m.volume == pytest.approx(box.volume, rel=1e-6)
+    assert merge_seams(m) is m                      # nothing left to weld: the same mesh (same cache key)
+
+
+def test_overlapping_shells_are_meshed_as_their_union_by_ftetwild():
+    from impactsound.mesh import MeshWarning, shell_groups
+    a = trimesh.creation.box(extents=(0.04, 0.03, 0.02))
+    b = trimesh.creation.box(extents=(0.02, 0.02, 0.04)).apply_translation([0.015, 0, 0])
+    two = trimesh.util.concatenate([a, b])         # a toy brick with a peg: two shells through each other
+    check_surface(two, "brick.obj")                 # one solid: passes
+    info = {}
+    with pytest.warns(MeshWarning, match=r"brick\.obj: the surface is 2 overlapping shells; meshed it with fTetWild"):
+        nodes, tets = tetrahedralize(two, source="brick.obj", info=info)
+    assert info["mesher"] == "ftetwild"
+    v = signed_volumes(nodes, tets)
+    union = 0.04 * 0.03 * 0.02 + 0.02 * 0.02 * 0.04 - 0.015 * 0.02 * 0.02
+    assert v.sum() == pytest.approx(union, rel=1e-3)          # the overlap counted once (trimesh: 4e-5)
+    # usable for FEM: positive, well shaped (no slivers; TetGen's worst on a box is ~0.05 in this measure)
+    x = nodes[tets]
+    edges = np.stack([np.linalg.norm(x[:, i] - x[:, j], axis=1) for i, j in
+                      [(0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3)]], axis=1)
+    q = 6 * np.sqrt(2) * v / np.sqrt((edges**2).mean(axis=1))**3
+    assert q.min() > 0.05
+    # crossing bars (no vertex of one inside the other) are one solid too; bars apart are two bodies
+    bar_x = trimesh.creation.box(extents=(0.06, 0.01, 0.01))
+    bar_y = trimesh.creation.box(extents=(0.01, 0.06, 0.01))
+    assert shell_groups(trimesh.util.concatenate([bar_x, bar_y])) == [[0, 1]]
+    assert len(shell_groups(trimesh.util.concatenate([bar_x, bar_y.copy().apply_translation([0, 0, 0.02])]))) == 2
+
+
+def test_self_intersecting_shell_falls_back_to_ftetwild():
+    from impactsound.mesh import MeshWarning
+    box = trimesh.creation.box(extents=(0.04, 0.03, 0.02))
+    v = box.vertices.copy()
+    v[int(np.argmax(v.sum(axis=1)))] = [0.01, 0.005, -0.03]   # one corner pushed through the bottom face
+    folded = trimesh.Trimesh(v, box.faces, process=False)
+    check_surface(folded, "folded.stl")
+    info = {}
+    with pytest.warns(MeshWarning, match=r"folded\.stl: TetGen refused the surface \(.*self-intersection.*\); meshed "
+                                         r"it with fTetWild instead"):
+        nodes, tets = tetrahedralize(folded, source="folded.stl", info=info)
+    assert info["mesher"] == "ftetwild" and np.all(signed_volumes(nodes, tets) > 0)
+
+
+def test_units_warning_names_the_size_and_the_scale_that_fixes_it():
+    import warnings
+
+    from impactsound.mesh import MeshWarning
+    big = trimesh.creation.icosphere(radius=0.985)             # a 1.97 m "bunny": centimetres read as metres
+    with pytest.warns(MeshWarning, match=r"bunny\.obj: the object is 1\.97 m across, 10,715 kg, large .*"
+                                         r"centimetres scale them by 0\.01 \(1\.97 cm\)"):
+        check_surface(big, "bunny.obj", density=2700.0)
+    tiny = trimesh.creation.icosphere(radius=0.0015)
+    with pytest.warns(MeshWarning, match=r"3 mm across, small.*scale = 10 \(3 cm\)"):
+        check_surface(tiny, "bead.stl", scale=1.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        check_surface(trimesh.creation.icosphere(radius=0.03), "ball.stl", density=2700.0)
+
+
+def test_nan_vertex_in_surface_is_named(tmp_path):
+    box = trimesh.creation.box(extents=(0.04, 0.03, 0.02))
+    v = box.vertices.copy()
+    v[3] = np.nan
+    p = tmp_path / "nan.obj"
+    p.write_text("# a box\n" + "".join("v %.6f %.6f %.6f\n" % tuple(x) for x in v)
+                 + "".join("f %d %d %d\n" % tuple(f + 1) for f in box.faces))
+    with pytest.raises(MeshError, match=r"nan\.obj: vertex #3 \(line 5 of the file\) has non-finite"):
+        load_surface(p)
+    with pytest.raises(MeshError, match=r"m: vertex #3 has non-finite"):
+        check_surface(trimesh.Trimesh(v, box.faces, process=False), "m")
+
+
+def test_flat_surface_is_called_flat_not_inverted():
+    # a closed surface whose four corners lie in one plane (one inside the triangle of the others): no volume
+    v = np.array([[0, 0, 0], [0.04, 0, 0], [0, 0.04, 0], [0.01, 0.01, 0]], float)
+    flat = trimesh.Trimesh(v, [[0, 2, 1], [0, 1, 3], [1, 2, 3], [2, 0, 3]], process=False)
+    assert flat.is_watertight
+    with pytest.raises(MeshError, match=r"sheet\.stl: the surface is flat"):
+        check_surface(flat, "sheet.stl")
+
+
+def test_latin1_ascii_stl_reads_and_garbage_is_named(tmp_path):
+    box = trimesh.creation.box(extents=(0.04, 0.03, 0.02))
+    text = trimesh.exchange.stl.export_stl_ascii(box).replace("solid", "solid W\u00fcrfel aus Gie\u00dfharz", 1)
+    p = tmp_path / "wuerfel.stl"
+    p.write_bytes(text.encode("latin-1"))
+    m = load_surface(p)
+    check_surface(m, str(p))
+    assert m.volume == pytest.approx(box.volume, rel=1e-6)
+    q = tmp_path / "junk.stl"
+    q.write_bytes(b"solid x\n facet normal \xff\xfe\n" + bytes(range(256)) * 3)
+    with pytest.raises(MeshError, match=r"junk\.stl: not an STL file"):
+        load_surface(q)

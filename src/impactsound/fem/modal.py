@@ -17,7 +17,7 @@ from ..assets import cache_dir, content_hash
 from ..errors import AssetError, InputError, MeshError
 from ..materials import Material
 from ..mesh.surface import check_surface
-from ..mesh.tetra import DEFAULT_QUALITY, MESHER, boundary_faces, orient_tets, tetrahedralize
+from ..mesh.tetra import DEFAULT_QUALITY, MESHER, boundary_faces, ftetwild_version, orient_tets, tetrahedralize
 from .assembly import P2_EDGES, assemble
 from .eigen import SOLVER_VERSION, solve_modes
 from .model import ModalModel
@@ -88,18 +88,26 @@ def modal_analysis(surface=None, material: Material | None = None, *, order: int
     f <= ``f_max`` [Hz] and damping ratio < 1 (overdamped ones are dropped, counted in meta).
     progress: optional callable(stage: str) told of each stage.
     Body frame: mesh axes, origin at the centre of mass (``com`` is that point in mesh coordinates).
+    The model's ``inputs_hash`` is :func:`modal_inputs_hash` of these inputs, so a saved model (``impactsound
+    modes --out``) carries its identity and assets derived from another model are refused. Units warnings are
+    left to the loaders (``check_surface`` at scene or file load); a surface TetGen refuses is meshed with
+    fTetWild (one warning line, ``meta["mesher"]`` says which).
     """
     say = progress or (lambda stage: None)
     if material is None:
         raise InputError(f"{source}: a material is needed for modal analysis")
     if order not in (1, 2):
         raise InputError(f"{source}: FEM order must be 1 or 2, got {order!r}")
-    if surface is not None:
-        check_surface(surface, source)
-        say("tetrahedralize")
-        nodes, tets = tetrahedralize(surface, max_edge=max_edge, quality=quality, source=source)
-    elif nodes is None or tets is None:
+    if surface is None and (nodes is None or tets is None):
         raise InputError(f"{source}: give a surface mesh, or both nodes and tets")
+    key = modal_inputs_hash(surface, material, order, nodes=nodes, tets=tets, max_modes=max_modes, f_max=f_max,
+                            max_edge=max_edge, quality=quality)
+    mesh_info = {"mesher": "given"}
+    if surface is not None:
+        check_surface(surface, source, warn=False)
+        say("tetrahedralize")
+        nodes, tets = tetrahedralize(surface, max_edge=max_edge, quality=quality, source=source, progress=say,
+                                     info=mesh_info)
     else:
         nodes = np.asarray(nodes, dtype=np.float64)
         tets = orient_tets(nodes, tets, source)
@@ -120,13 +128,13 @@ def modal_analysis(surface=None, material: Material | None = None, *, order: int
     U = res.U[:, ok].reshape(len(xn), 3, -1)[gl]                    # (ns, 3, m)
     shapes = np.ascontiguousarray(U.transpose(2, 0, 1))
     meta = dict(source=source, n_nodes=int(len(xn)), dofs=int(3 * len(xn)), n_tets=int(len(tets)), n_components=n_comp,
-                mesher=MESHER if surface is not None else "given", max_edge=max_edge, quality=quality,
+                mesher=mesh_info["mesher"], max_edge=max_edge, quality=quality,
                 f_max=f_max, max_modes=max_modes, dropped_overdamped=int((~ok).sum()),
                 max_residual=float(res.residuals.max()) if len(res.residuals) else 0.0,
                 solver={k: v for k, v in res.info.items() if isinstance(v, (int, float, str))})
     return ModalModel(material=material, order=order, frequencies_hz=res.frequencies_hz[ok],
                       surface_nodes=xn[gl], surface_faces=f3, shapes=shapes, xi=xi[ok], mass=mass, com=com,
-                      inertia=inertia, volume=vol, surface_faces6=f6, meta=meta)
+                      inertia=inertia, volume=vol, surface_faces6=f6, meta=meta, inputs_hash=key)
 
 
 def modal_inputs_hash(surface, material: Material, order: int, *, nodes=None, tets=None, max_modes=200,
@@ -146,6 +154,8 @@ def modal_inputs_hash(surface, material: Material, order: int, *, nodes=None, te
                     max_edge=None if max_edge is None else float(max_edge), quality=float(quality),
                     mesher=MESHER if surface is not None else "given", tetgen=tg, solver=SOLVER_VERSION,
                     code=CODE_VERSION)
+    if surface is not None:
+        settings["ftetwild"] = ftetwild_version()      # the fallback mesher (self-intersecting surfaces)
     return content_hash(*geom, mat, settings)
 
 
@@ -170,7 +180,7 @@ def cached_modal_analysis(surface=None, material: Material | None = None, order:
         pass
     model = modal_analysis(surface, material, order=order, nodes=nodes, tets=tets, max_modes=max_modes,
                            f_max=f_max, max_edge=max_edge, quality=quality, progress=progress, source=source)
-    model.inputs_hash = key
+    model.inputs_hash = key          # modal_analysis sets the same; kept explicit as the cache relies on it
     model.save(path)
     return model
 
