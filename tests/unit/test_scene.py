@@ -150,3 +150,52 @@ def test_object_transfer_asset_is_checked_up_front_and_against_the_modal_model(t
         transfer_models(s, {"ball": model("model-B")})
     tms, used = transfer_models(s, {"ball": model("model-A")})
     assert tms["ball"].n_modes == 1 and "ball_ffat.h5" in used["ball"]
+
+
+def test_missing_mesh_names_scene_file_and_field(tmp_path):
+    d = _scene()
+    d["object"][0] = {"name": "duck", "mesh": "assets/duck.obj", "material": "abs_plastic"}
+    with pytest.raises(InputError, match=r"s\.toml: object\[0\] \(duck\)\.mesh = 'assets/duck\.obj': .*duck\.obj "
+                                         r"not found; mesh paths are relative to the scene file's folder"):
+        parse_scene(d, base=tmp_path, src=str(tmp_path / "s.toml"))
+
+
+def test_mesh_errors_name_the_field(tmp_path):
+    (tmp_path / "junk.stl").write_bytes(b"\x00" * 10)
+    d = _scene()
+    d["object"][0] = {"name": "j", "mesh": "junk.stl", "material": "steel"}
+    with pytest.raises(MeshError, match=r"s\.toml: object\[0\] \(j\)\.mesh = 'junk\.stl': .*junk\.stl"):
+        parse_scene(d, base=tmp_path, src="s.toml")
+
+
+def test_oversized_mesh_warns_with_mass_and_the_scale_to_set(tmp_path):
+    import trimesh
+
+    from impactsound.mesh import MeshWarning
+    trimesh.creation.icosphere(radius=0.985).export(tmp_path / "bunny.stl")    # 1.97 m: centimetres as metres
+    d = _scene(listener=[{"position": [0.0, -3.0, 1.0]}])
+    d["object"][0] = {"name": "bunny", "mesh": "bunny.stl", "material": "ceramic", "position": [0, 0, 2]}
+    with pytest.warns(MeshWarning, match=r"s\.toml: object\[0\] \(bunny\)\.mesh = 'bunny\.stl': the object is "
+                                         r"1\.97 m across, 10,715 kg, large .* centimetres set scale = 0\.01"):
+        parse_scene(d, base=tmp_path, src="s.toml")
+
+
+def test_overlapping_shells_become_one_body_with_the_union_mass(tmp_path):
+    import trimesh
+
+    from impactsound.mesh import MeshWarning
+    a = trimesh.creation.box(extents=(0.04, 0.03, 0.02))
+    b = trimesh.creation.box(extents=(0.02, 0.02, 0.04)).apply_translation([0.015, 0, 0])
+    trimesh.util.concatenate([a, b]).export(tmp_path / "brick.obj")
+    d = _scene()
+    d["object"][0] = {"name": "brick", "mesh": "brick.obj", "material": "abs_plastic"}
+    with pytest.warns(MeshWarning, match=r"brick\.obj.*2 overlapping shells; using the surface of their union"):
+        s = parse_scene(d, base=tmp_path, src="s.toml")
+    union = 0.04 * 0.03 * 0.02 + 0.02 * 0.02 * 0.04 - 0.015 * 0.02 * 0.02       # trimesh alone: 4e-5
+    assert s.bodies[0].mass == pytest.approx(1050 * union, rel=1e-3)
+    assert s.bodies[0].mesh.body_count == 1 and s.bodies[0].mesh.is_watertight
+    trimesh.util.concatenate([a, b.copy().apply_translation([0.1, 0, 0])]).export(tmp_path / "parts.obj")
+    d["object"][0]["mesh"] = "parts.obj"
+    with pytest.raises(MeshError, match=r"object\[0\] \(brick\)\.mesh = 'parts\.obj': the surface is 2 separate "
+                                        r"bodies.*own object"):
+        parse_scene(d, base=tmp_path, src="s.toml")

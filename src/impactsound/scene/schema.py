@@ -14,8 +14,9 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from ..errors import InputError
+from ..errors import InputError, MeshError
 from ..materials import Material, get_material, make_material
+from ..mesh.surface import check_surface
 from .model import Air, Body, Ground, Listener, Scene
 from .primitives import make_primitive
 
@@ -131,6 +132,33 @@ def quat_from_euler_deg(e) -> np.ndarray:
     return np.array([w, x, y, z])
 
 
+def _mesh_object(o: ObjectSpec, where: str, base: Path, material: Material):
+    """Load, scale and check an object's mesh file; errors and warnings name the scene file, the field
+    (``object[i].mesh``) and the file. Overlapping shells are replaced by the surface of their union, so that
+    mass, centre of mass and inertia count the overlap once."""
+    from ..mesh.surface import load_surface
+    from ..mesh.tetra import union_surface
+    field = f"{where}.mesh = '{o.mesh}'"
+    path = (base / o.mesh).resolve()
+    if not path.is_file():
+        what = "is a folder" if path.is_dir() else "not found"
+        raise InputError(f"{field}: {path} {what}; mesh paths are relative to the scene file's folder "
+                         f"({base.resolve()}): fix the path or add the file")
+    if not (math.isfinite(o.scale) and o.scale > 0):
+        raise InputError(f"{where}.scale = {o.scale} must be a positive number")
+    try:
+        mesh = load_surface(path)
+    except MeshError as exc:
+        raise MeshError(f"{field}: {exc}") from None
+    if o.scale != 1.0:
+        mesh.apply_scale(o.scale)
+    check_surface(mesh, field, density=material.rho, scale=o.scale)
+    if int(mesh.body_count) > 1:        # shells that touch or overlap (check_surface refuses separate ones)
+        mesh = union_surface(mesh, field)
+        check_surface(mesh, field, warn=False)
+    return mesh, str(path)
+
+
 def _body(i: int, o: ObjectSpec, base: Path, src: str) -> Body:
     where = f"{src}: object[{i}]" + (f" ({o.name})" if o.name else "")
     material = _material(o.material, where + ".material")
@@ -139,17 +167,9 @@ def _body(i: int, o: ObjectSpec, base: Path, src: str) -> Body:
     if o.shape is not None:
         mesh = make_primitive(o.shape, o.size, where)
         source = f"primitive:{o.shape}:{sorted(o.size.items())}"
+        check_surface(mesh, where, density=material.rho)
     else:
-        from ..mesh.surface import load_surface
-        path = (base / o.mesh).resolve()
-        mesh = load_surface(path)
-        if o.scale != 1.0:
-            if not (math.isfinite(o.scale) and o.scale > 0):
-                raise InputError(f"{where}.scale = {o.scale} must be a positive number")
-            mesh.apply_scale(o.scale)
-        source = str(path)
-    from ..mesh.surface import check_surface
-    check_surface(mesh, source if o.mesh else where)
+        mesh, source = _mesh_object(o, where, base, material)
     pos = _finite(o.position, where + ".position")
     vel = _finite(o.velocity, where + ".velocity")
     omega = _finite(o.angular_velocity, where + ".angular_velocity")
