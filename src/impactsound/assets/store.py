@@ -11,14 +11,20 @@ An asset is one HDF5 file: named float/int arrays (datasets) plus metadata (root
 
 Why HDF5 (h5py): one self-describing file, partial reads of large fields, attributes for metadata, and no
 pickling (assets may come from others). Files are written to a temporary name in the same folder and renamed,
-so a reader never sees half an asset and an interrupted write leaves the old one intact.
+so a reader never sees half an asset and an interrupted write leaves the old one intact. The temporary name
+says whose it is (``.NAME.impactsound-HOST-PID-RANDOM.tmp``), so that a write killed before its rename (SIGKILL,
+power loss) leaves a file the next write to that folder recognises and removes: when its process is gone (same
+host), or when it is older than :data:`STALE_TMP_S` (another host, or a pid since reused).
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+import re
+import socket
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,6 +33,12 @@ import numpy as np
 from ..errors import AssetError
 
 ASSET_FORMAT_VERSION = 1
+STALE_TMP_S = 30 * 60       # a temporary file this old is abandoned: no asset write takes that long between
+                            # creating it and renaming it (the arrays are in memory when the write starts)
+_TMP_TAG = "impactsound"
+# ours: .NAME.impactsound-HOST-PID-RANDOM.tmp; earlier versions': .NAME.h5.RANDOM8.tmp (tempfile.mkstemp)
+_TMP_RE = re.compile(r"^\.(?:.+\." + _TMP_TAG + r"-(?P<host>[A-Za-z0-9_.]*)-(?P<pid>\d+)-[a-z0-9_]+"
+                     r"|.+\.h5\.[a-z0-9_]{8})\.tmp$")
 
 
 def _canonical(obj) -> bytes:
@@ -94,8 +106,14 @@ def write_asset(path: str | os.PathLike, asset: Asset) -> Path:
     import h5py
 
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise AssetError(f"{path}: cannot create the folder {path.parent} ({exc.strerror or exc}); "
+                         f"choose another output path") from None
+    clean_stale_temporaries(path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{_TMP_TAG}-{_host()}-{os.getpid()}-", suffix=".tmp",
+                               dir=path.parent)
     os.close(fd)
     try:
         with h5py.File(tmp, "w") as f:
@@ -117,6 +135,53 @@ def write_asset(path: str | os.PathLike, asset: Asset) -> Path:
         raise
     asset.path = path
     return path
+
+
+def _host() -> str:
+    return re.sub(r"[^A-Za-z0-9_.]", "_", socket.gethostname())[:64]
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:          # EPERM: exists, owned by someone else
+        return True
+    return True
+
+
+def clean_stale_temporaries(folder, max_age_s: float = STALE_TMP_S) -> list[Path]:
+    """Remove temporaries of interrupted asset writes in ``folder``; returns what was removed.
+
+    Only names that :func:`write_asset` makes are touched: one whose writer (this host, by pid) is gone, or any
+    older than ``max_age_s`` (a writer on another host sharing the folder, or an earlier version's unnamed one).
+    Errors (a file vanishing under a concurrent cleaner, permissions) are ignored: cleaning is best effort.
+    """
+    removed = []
+    now = time.time()
+    host = _host()
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return removed
+    for e in entries:
+        m = _TMP_RE.match(e.name)
+        if m is None:
+            continue
+        try:
+            if not e.is_file(follow_symlinks=False):
+                continue
+            age = now - e.stat(follow_symlinks=False).st_mtime
+            pid = m.group("pid")
+            dead = (pid is not None and m.group("host") == host and int(pid) != os.getpid()
+                    and not _pid_alive(int(pid)))
+            if dead or age > max_age_s:
+                os.unlink(e.path)
+                removed.append(Path(e.path))
+        except OSError:
+            continue
+    return removed
 
 
 def read_asset(path: str | os.PathLike, kind: str, *, kind_version: int | None = None,
@@ -162,8 +227,22 @@ def read_asset(path: str | os.PathLike, kind: str, *, kind_version: int | None =
 
 
 def cache_dir() -> Path:
-    """Folder for cached assets: $IMPACTSOUND_CACHE, else ~/.cache/impactsound."""
+    """Folder for cached assets: $IMPACTSOUND_CACHE, else ~/.cache/impactsound; created if missing.
+
+    Raises :class:`AssetError` naming the variable when the path is a file or cannot be created or written, so
+    that callers can ask for it before long work rather than fail when they first save an asset.
+    """
     env = os.environ.get("IMPACTSOUND_CACHE")
-    p = Path(env) if env else Path.home() / ".cache" / "impactsound"
-    p.mkdir(parents=True, exist_ok=True)
+    p = Path(env).expanduser() if env else Path.home() / ".cache" / "impactsound"
+    what = f"IMPACTSOUND_CACHE={env}" if env else f"the cache folder {p}"
+    fix = ("point IMPACTSOUND_CACHE at a folder (or unset it to use ~/.cache/impactsound)" if env
+           else "set IMPACTSOUND_CACHE to a writable folder")
+    if p.exists() and not p.is_dir():
+        raise AssetError(f"{what} is a file, not a folder; {fix}")
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise AssetError(f"{what}: cannot create the folder ({exc.strerror or exc}); {fix}") from None
+    if not os.access(p, os.W_OK | os.X_OK):
+        raise AssetError(f"{what} is not writable; {fix}")
     return p
