@@ -68,7 +68,7 @@ def _quat_to_matrix(q: np.ndarray) -> np.ndarray:
 
 
 def _fmt(v) -> str:
-    return "(" + ", ".join(f"{float(x):.4g}" for x in np.atleast_1d(v)) + ")"
+    return "(" + ", ".join(f"{float(x) + 0.0:.4g}" for x in np.atleast_1d(v)) + ")"      # + 0.0: no "-0"
 
 
 class _Ctx:
