@@ -91,6 +91,7 @@ def test_temporary_names_carry_the_pid_and_stale_ones_are_cleaned(tmp_path, monk
     old = time.time() - 2 * store.STALE_TMP_S
     for p in (remote, legacy, mine):
         os.utime(p, (old, old))
+    store._last_clean.clear()                # the folder was cleaned by the first write; allow another now
     write_asset(tmp_path / "f.h5", _asset())
     left = sorted(p.name for p in tmp_path.iterdir())
     assert left == sorted(["a.h5", "f.h5", live.name, mine.name])

@@ -132,7 +132,7 @@ def test_volume_mesh_with_one_inverted_tet_is_an_error_naming_it(tmp_path):
     t[7] = t[7][[0, 2, 1, 3]]
     p = tmp_path / "tangled.vtu"
     meshio.write(p, meshio.Mesh(nodes, [("tetra", t)]))
-    with pytest.raises(MeshError, match=r"tangled\.vtu: tet #7 .*inverted: 1 of \d+ tets are negative while the "
+    with pytest.raises(MeshError, match=r"tangled\.vtu: tet #7 .*inverted: 1 of \d+ tets is negative while the "
                                         r"others are positive.*tangled"):
         load_volume_mesh(p)
 

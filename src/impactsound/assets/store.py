@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import re
 import socket
@@ -111,7 +112,7 @@ def write_asset(path: str | os.PathLike, asset: Asset) -> Path:
     except OSError as exc:
         raise AssetError(f"{path}: cannot create the folder {path.parent} ({exc.strerror or exc}); "
                          f"choose another output path") from None
-    clean_stale_temporaries(path.parent)
+    _clean_now_and_then(path.parent)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{_TMP_TAG}-{_host()}-{os.getpid()}-", suffix=".tmp",
                                dir=path.parent)
     os.close(fd)
@@ -149,6 +150,19 @@ def _pid_alive(pid: int) -> bool:
     except OSError:          # EPERM: exists, owned by someone else
         return True
     return True
+
+
+_last_clean: dict[str, float] = {}
+
+
+def _clean_now_and_then(folder: Path, every_s: float = 60.0) -> None:
+    """Clean ``folder`` at most once a minute per process: checkpointed precomputes write many assets into one
+    folder, and one scan per write would grow with the folder."""
+    key = str(folder)
+    now = time.monotonic()
+    if now - _last_clean.get(key, -math.inf) >= every_s:
+        _last_clean[key] = now
+        clean_stale_temporaries(folder)
 
 
 def clean_stale_temporaries(folder, max_age_s: float = STALE_TMP_S) -> list[Path]:

@@ -92,7 +92,8 @@ def orient_tets(nodes: np.ndarray, tets: np.ndarray, source: str = "mesh", *, al
         i = int(np.argmax(odd))
         sign, rest = ("negative", "positive") if odd is neg else ("positive", "negative")
         raise MeshError(f"{source}: tet #{i} (nodes {tets[i].tolist()}, volume {vol[i]:.3g} m^3) is inverted: "
-                        f"{int(odd.sum())} of {len(tets)} tets are {sign} while the others are {rest}, so the "
+                        f"{int(odd.sum())} of {len(tets)} tets {'is' if odd.sum() == 1 else 'are'} {sign} while "
+                        f"the others are {rest}, so the "
                         f"mesh is tangled; untangle or re-mesh it (only a wholly reversed mesh is flipped)")
     if n_neg:
         tets = tets[:, [0, 2, 1, 3]]                 # swapping two vertices flips the orientation
