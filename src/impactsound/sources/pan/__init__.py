@@ -1,11 +1,11 @@
 """Precomputed Acceleration Noise (PAN; specs/pan.md): pulse basis, time scale, field fit and synthesis."""
 from .field import (PANField, angle_weights, direction_angles, direction_vectors, fit_operator, fit_pan_field,
                     sample_points, shell_radii)
-from .pulse import psi, psi_weights
+from .pulse import contact_weights, psi, psi_weights
 from .synth import PANSource, PANTable, synthesize_pan
 from .timescale import (acceleration_amplitudes, body_accelerations, equivalent_sphere_radius,
                         pulse_timescale)
 
 __all__ = ["PANField", "PANSource", "PANTable", "acceleration_amplitudes", "angle_weights", "body_accelerations",
-           "direction_angles", "direction_vectors", "equivalent_sphere_radius", "fit_operator", "fit_pan_field",
-           "psi", "psi_weights", "pulse_timescale", "sample_points", "shell_radii", "synthesize_pan"]
+           "contact_weights", "direction_angles", "direction_vectors", "equivalent_sphere_radius", "fit_operator",
+           "fit_pan_field", "psi", "psi_weights", "pulse_timescale", "sample_points", "shell_radii", "synthesize_pan"]
