@@ -224,8 +224,9 @@ def test_overlapping_shells_are_meshed_as_their_union_by_ftetwild():
     assert len(shell_groups(trimesh.util.concatenate([bar_x, bar_y.copy().apply_translation([0, 0, 0.02])]))) == 2
 
 
-def test_self_intersecting_shell_falls_back_to_ftetwild():
+def test_self_intersecting_shell_falls_back_to_ftetwild(tmp_path, monkeypatch):
     from impactsound.mesh import MeshWarning
+    monkeypatch.chdir(tmp_path)             # the meshers leave no files in the working directory
     box = trimesh.creation.box(extents=(0.04, 0.03, 0.02))
     v = box.vertices.copy()
     v[int(np.argmax(v.sum(axis=1)))] = [0.01, 0.005, -0.03]   # one corner pushed through the bottom face
@@ -236,6 +237,7 @@ def test_self_intersecting_shell_falls_back_to_ftetwild():
                                          r"it with fTetWild instead"):
         nodes, tets = tetrahedralize(folded, source="folded.stl", info=info)
     assert info["mesher"] == "ftetwild" and np.all(signed_volumes(nodes, tets) > 0)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_units_warning_names_the_size_and_the_scale_that_fixes_it():

@@ -317,11 +317,20 @@ def _ftetwild(mesh, max_edge: float, source: str, reason: str, say,
     t0 = time.perf_counter()
     v = np.ascontiguousarray(mesh.vertices, dtype=np.float64)
     f = np.ascontiguousarray(mesh.faces, dtype=np.int32)
+    # fTetWild writes its tracked surface to __tracked_surface.stl in the working directory: don't litter
+    litter = os.path.abspath("__tracked_surface.stl")
+    had = os.path.exists(litter)
     try:
         nodes, tets = tw(v, f, edge_length_abs=float(max_edge), optimize=True, quiet=True)
     except Exception as exc:
         raise MeshError(f"{source}: {reason}, and fTetWild failed too ({type(exc).__name__}: {exc}); repair the "
                         f"surface") from None
+    finally:
+        if not had:
+            try:
+                os.remove(litter)
+            except OSError:
+                pass
     nodes = np.asarray(nodes, dtype=np.float64)
     tets = np.asarray(tets, dtype=np.int64)
     if len(tets) == 0:
