@@ -141,14 +141,15 @@ class PANTable:
 # ---------------------------------------------------------------------------------------------------------------
 @njit(cache=True, nogil=True, fastmath=True)
 def _combine(comb, table, it, ip, w, amp, invR):
-    """comb[m] = sum_{corner, i, n} w_c amp_i R^{-(n+1)} table[it_c, ip_c, i, n, m] (module docstring)."""
+    """comb[m] = sum_{corner c, i, n} w_c amp_i R^{-(n+1)} table[it_c, ip_c, i, n, m] (module docstring); it, ip,
+    w (4,): each corner's theta row, phi column and weight (field.py angle_weights)."""
     nf = comb.shape[0]
     N = table.shape[3]
     for m in range(nf):
         comb[m] = 0.0
     for c in range(4):
-        a = it[c // 2]
-        b = ip[c % 2]
+        a = it[c]
+        b = ip[c]
         wc = w[c]
         if wc == 0.0:
             continue
