@@ -88,41 +88,46 @@ def modal_models(scene: Scene, progress: Progress = QUIET) -> dict:
     return models
 
 
-def pan_fields(scene: Scene, progress: Progress = QUIET) -> dict:
-    """PAN field of every body (pan.md), from the cache or precomputed when within ``scene.pan_budget``."""
+def pan_fields(scene: Scene, progress: Progress = QUIET) -> tuple[dict, dict]:
+    """PAN field of every body within ``scene.pan_budget`` (Chadwick, Zheng & James 2012), from the cache or
+    precomputed. Which bodies get one follows from the scene alone (the estimate against the budget), never from
+    what the cache holds. Returns ({name: PANField}, {name: reason} for the bodies without one)."""
     from .sources.pan.precompute import cached_pan_field, plan_pan
-    fields = {}
+    fields, missing = {}, {}
     for body in scene.bodies:
         job = plan_pan(body.mesh, body.material, c=scene.air.c, rho=scene.air.rho)
         est = job.estimate()
-        cached = cached_pan_field(job, load_only=True)
-        if cached is None and est["cell_updates"] > scene.pan_budget:
-            progress.message(f"  {body.name}: acceleration noise skipped: its PAN precompute needs "
-                             f"{est['cell_updates']:.2g} cell updates (grid {est['grid'][0]}^3, ~"
-                             f"{est['cell_updates'] / 2.5e8 / 60:.0f} min), over pan_budget = {scene.pan_budget:.2g}; "
-                             f"run `impactsound pan precompute` for it or raise [scene] pan_budget")
+        if est["cell_updates"] > scene.pan_budget:
+            missing[body.name] = (f"its PAN precompute needs {est['cell_updates']:.2g} FDTD cell updates (grid "
+                                  f"{est['grid'][0]}^3, ~{est['cell_updates'] / 2.5e8 / 60:.0f} min on 2 cores), "
+                                  f"over [scene] pan_budget = {scene.pan_budget:.2g}; raise pan_budget to include it")
+            progress.message(f"  {body.name}: NO acceleration noise: {missing[body.name]}")
             continue
+        cached = cached_pan_field(job, load_only=True)
         if cached is None:
             with progress.stage(f"PAN precompute of {body.name} (grid {est['grid'][0]}^3, "
                                 f"{est['steps']} steps x 6 fields)") as update:
                 cached = cached_pan_field(job, progress=update)
         fields[body.name] = cached
-    return fields
+    return fields, missing
 
 
 def transfer_models(scene: Scene, models: dict, progress: Progress = QUIET) -> tuple[dict, dict]:
-    """FFAT transfer of each body's modal model (issue 4): the cached asset when there is one, precomputed when
-    ``scene.transfer == "ffat"``, else none (the compact model radiates). Returns ({name: TransferModel},
-    {name: which radiation model is used})."""
+    """Acoustic transfer of each body's modal model. ``scene.transfer``: "auto" (default) FFAT maps of every mode
+    from grouped FDTD solves (transfer/fdtd_transfer.py; cached by content hash, computed when missing, so the
+    output never depends on what the cache holds); "ffat" BEM-fitted FFAT maps of the first
+    ``transfer_max_modes`` modes (the reference; slow); "low_order" the compact monopole + dipole model
+    (approximate: free-body bending and torsion modes have vanishing low-order moments). A per-object
+    ``transfer = FILE`` overrides. Returns ({name: TransferModel}, {name: which radiation model is used})."""
     from .assets import cache_dir
-    from .transfer.precompute import TransferModel, TransferSettings, run_transfer, transfer_inputs_hash
     from .errors import AssetError
+    from .transfer.precompute import TransferModel, TransferSettings, run_transfer, transfer_inputs_hash
     out, used = {}, {}
     given = {b.name: b.transfer_asset for b in scene.bodies}
     for name, model in models.items():
         if not model.n_modes:
             continue
-        used[name] = "low-order (monopole + dipole, modal-sound.md sec. 6a)"
+        used[name] = "low_order (monopole + dipole; approximate)"
         modal_path = cache_dir() / f"modal_{model.inputs_hash[:40]}.h5"
         if given.get(name):
             try:
@@ -131,21 +136,36 @@ def transfer_models(scene: Scene, models: dict, progress: Progress = QUIET) -> t
                 raise AssetError(f"{scene.path}: object {name}: transfer = {given[name]}: {e}. This scene's modal "
                                  f"model of {name} is {modal_path}: run `impactsound transfer precompute "
                                  f"{modal_path} --out {given[name]}`") from None
-            used[name] = f"FFAT maps from {given[name]} for the first {out[name].n_modes} modes, low-order " \
-                         "for the rest"
+            used[name] = f"ffat_file ({given[name]}) for the first {out[name].n_modes} modes, low_order for the rest"
             progress.message(f"  {name}: radiation {used[name]}")
             continue
         if scene.transfer == "low_order":
+            progress.message(f"  {name}: radiation {used[name]} (modal asset {modal_path})")
+            continue
+        if scene.transfer == "auto":
+            from .transfer.fdtd_transfer import FDTDTransferSettings, plan, run_fdtd_transfer
+            from .transfer.fdtd_transfer import transfer_inputs_hash as fdtd_hash
+            from .transfer.precompute import model_surface
+            settings = FDTDTransferSettings(c=scene.air.c, rho=scene.air.rho)
+            path = cache_dir() / f"fdtd-{fdtd_hash(model, settings)[:32]}.h5"
+            if not path.is_file():
+                v, f, _ = model_surface(model)
+                pl = plan(v, f, model.frequencies_hz, settings)
+                with progress.stage(f"FDTD transfer of {name} ({model.n_modes} modes, {len(pl.groups)} runs, "
+                                    f"grid {'x'.join(map(str, pl.grid.shape))})") as update:
+                    run_fdtd_transfer(model, settings, out=path, progress=update)
+            out[name] = TransferModel.load(path, model)
+            used[name] = f"fdtd_ffat (FFAT maps from FDTD, all {out[name].n_modes} modes)"
+            progress.message(f"  {name}: radiation {used[name]} (modal asset {modal_path})")
             continue
         settings = TransferSettings(max_modes=scene.transfer_max_modes, c=scene.air.c, rho=scene.air.rho)
         path = cache_dir() / f"ffat-{transfer_inputs_hash(model, settings)[:32]}.h5"
-        if not path.is_file() and scene.transfer == "ffat":
+        if not path.is_file():
             n = min(model.n_modes, scene.transfer_max_modes)
             with progress.stage(f"BEM transfer of {name} ({n} modes)") as update:
                 run_transfer(model, settings, out=path, progress=update)
-        if path.is_file():
-            out[name] = TransferModel.load(path, model)
-            used[name] = f"FFAT maps for the first {out[name].n_modes} modes, low-order for the rest"
+        out[name] = TransferModel.load(path, model)
+        used[name] = f"bem_ffat (BEM FFAT maps) for the first {out[name].n_modes} modes, low_order for the rest"
         progress.message(f"  {name}: radiation {used[name]} (modal asset {modal_path})")
     return out, used
 
@@ -178,12 +198,26 @@ def render_scene(scene: Scene, progress: Progress = QUIET, events: EventLog | No
             stems["modal"] = src.render(events, listeners, scene.sample_rate, scene.duration)
         info["modes"] = {k: int(m.n_modes) for k, m in models.items()}
         info["radiation"] = used
+    missing: dict = {}
     if "acceleration_noise" in scene.sources:
-        fields = pan_fields(scene, progress)
+        fields, missing = pan_fields(scene, progress)
         from .sources.pan import PANSource
         src = PANSource(scene.bodies, fields, scene.ground, scene.air)
         with progress.stage("acceleration noise synthesis"):
             stems["acceleration_noise"] = src.render(events, listeners, scene.sample_rate, scene.duration)
         info["acceleration_noise"] = sorted(fields)
+    # what each object got, so that nothing is dropped without a word (also written to the sidecar JSON)
+    objects = {}
+    for b in scene.bodies:
+        o: dict = {}
+        if "modal" in scene.sources:
+            o["modes"] = int(info["modes"].get(b.name, 0))
+            o["radiation"] = info["radiation"].get(b.name, "none (no modes below f_max)")
+        if "acceleration_noise" in scene.sources:
+            o["acceleration_noise"] = "pan" if b.name in info["acceleration_noise"] else "none"
+            if b.name in missing:
+                o["reason"] = missing[b.name]
+        objects[b.name] = o
+    info["objects"] = objects
     mix = mix_stems(stems, len(listeners), n)
     return RenderResult(scene.sample_rate, mix, stems, events, [l.name for l in scene.listeners], info)

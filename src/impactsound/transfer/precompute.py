@@ -349,10 +349,13 @@ class TransferModel:
         ar = a.arrays
         bank = ffat.FFATBank(k=ar["k"], T=ar["T"], offsets=ar["offsets"], psi=ar["psi"],
                              terms=int(a.meta["terms"]))
-        near = {k: ar[k] for k in ("surface_vertices", "surface_faces", "levels", "bem_p", "bem_p_offsets",
-                                   "bem_g", "bem_g_offsets")}
+        # near-field data: the BEM surface solutions (BEM assets) or the Kirchhoff box fields (FDTD assets)
+        keys = ("surface_vertices", "surface_faces", "levels", "bem_p", "bem_p_offsets", "bem_g", "bem_g_offsets") \
+            if "bem_p" in ar else ("box_centres", "box_normals", "box_area", "box_p", "box_dpdn")
+        near = {k: ar[k] for k in keys if k in ar}
         return cls(bank=bank, frequencies_hz=ar["frequencies_hz"], r_bar=float(a.meta["r_bar"]),
-                   modal_inputs_hash=mh, holdout_error=ar["holdout_error"], meta=dict(a.meta), near=near)
+                   modal_inputs_hash=mh, holdout_error=ar.get("holdout_error", np.zeros((len(ar["k"]), 0))),
+                   meta=dict(a.meta), near=near)
 
     @property
     def inner_radius(self) -> float:
@@ -388,7 +391,15 @@ class TransferModel:
         modes = np.arange(self.n_modes) if modes is None else np.asarray(modes, np.int64)
         out = self.bank.evaluate(pts)[:, modes]
         near = np.sqrt((pts**2).sum(axis=1)) < self.inner_radius
-        if near.any() and self.near:                                  # (a model built without BEM data: maps)
+        if near.any() and "box_p" in self.near:                       # FDTD asset: Kirchhoff box fields
+            from .fdtd_transfer import box_evaluate
+            nr = self.near
+            box = (nr["box_centres"], nr["box_normals"], float(nr["box_area"][0]))
+            for c, j in enumerate(modes):
+                out[near, c] = box_evaluate(box, nr["box_p"][j].astype(np.complex128),
+                                            nr["box_dpdn"][j].astype(np.complex128), float(self.bank.k[j]),
+                                            pts[near])
+        elif near.any() and self.near:                                # (a model built without BEM data: maps)
             for c, j in enumerate(modes):
                 out[near, c] = self.bem_solution(int(j)).evaluate(pts[near])
         return out

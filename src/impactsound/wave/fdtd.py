@@ -620,8 +620,9 @@ class FDTDSolver:
         """Advance ``n_steps`` steps and return the receivers after each, (n_receivers, n_steps) float64.
 
         The body faces move with velocity body_pattern * body_scale[n] during step n (body_pattern: (n_faces,)
-        along each face's axis [m/s per unit]; body_scale: (n_steps,)); without them they keep their current
-        velocity. Point monopoles (as in step()): source_cells (n_src, 3) padded cell indices, source_rates
+        along each face's axis [m/s per unit]; body_scale: (n_steps,)), or with the sum of several such patterns,
+        body_scale[n] @ body_pattern (body_pattern (m, n_faces), body_scale (n_steps, m)); without them they keep
+        their current velocity. Point monopoles (as in step()): source_cells (n_src, 3) padded cell indices, source_rates
         (n_steps, n_src) volume-velocity rates Q [m^3/s] at t^{n+1/2}. ``progress(fraction)`` is called after
         each block. Raises SolverError if the receivers stop being finite (checked after each block)."""
         n_steps = int(n_steps)
@@ -639,15 +640,17 @@ class FDTDSolver:
                 raise SolverError("run(): body_scale needs a body (set_body) and a body_pattern")
             pat = np.asarray(body_pattern, np.float64)
             scale = np.asarray(body_scale, np.float64)
-            if pat.shape != (nb_,) or scale.shape != (n_steps,):
-                raise SolverError(f"run(): body_pattern must be ({nb_},) and body_scale ({n_steps},), not "
-                                  f"{pat.shape} and {scale.shape}")
-            pat = pat[self._bperm]
+            if pat.ndim == 1:
+                pat, scale = pat[None, :], scale.reshape(-1, 1)
+            if pat.ndim != 2 or pat.shape[1] != nb_ or scale.shape != (n_steps, len(pat)):
+                raise SolverError(f"run(): body_pattern must be ({nb_},) or (m, {nb_}) and body_scale ({n_steps},) "
+                                  f"or ({n_steps}, m), not {np.shape(body_pattern)} and {np.shape(body_scale)}")
+            pat = np.ascontiguousarray(pat[:, self._bperm])
         n = 0
         while n < n_steps:
             T = min(Tb, n_steps - n)
             if body_scale is not None:
-                vbl = (scale[n:n + T, None] * pat[None, :]).astype(self.dtype)
+                vbl = (scale[n:n + T] @ pat).astype(self.dtype)
             else:
                 vbl = np.broadcast_to(self.vb[self._bperm].astype(self.dtype), (T, nb_)).copy()
             out = np.zeros((T, 2 * nr))
@@ -660,5 +663,5 @@ class FDTDSolver:
                 progress(n / n_steps)
         if body_scale is not None and n_steps:
             self.vb = np.empty(nb_)
-            self.vb[self._bperm] = pat * scale[-1]
+            self.vb[self._bperm] = scale[-1] @ pat
         return rec

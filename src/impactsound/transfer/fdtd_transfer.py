@@ -1,0 +1,396 @@
+"""Acoustic transfer of every mode from a few time-domain wave solves (mode conflation).
+
+Why: a boundary element solve per mode costs seconds to minutes (dense matrices of the surface at lambda / 6),
+so radiating every audible mode of every object that way makes a first render take an hour. The FDTD solver
+(wave/fdtd.py) instead advances one grid for all modes at once: each mode drives the body surface at its own
+frequency, and the modes are separated afterwards by least squares in time (mode conflation: Wang & James 2019,
+"KleinPAT: Optimal Mode Conflation For Time-Domain Precomputation Of Acoustic Transfer", ACM TOG 38(4), sec.
+4-5). The result is stored as the same far-field acoustic transfer (FFAT) maps as the BEM path (Chadwick, An &
+James 2009, "Harmonic Shells", sec. 4), so rendering does not care how they were made.
+
+Per object (body frame, centre of mass at the origin; e^{-i w t} throughout):
+
+1. Grid: cell size h = c / (f_max ppw) for the highest mode (``ppw`` cells per wavelength, default 10), the
+   voxelized body (wave/voxel.py), a closed box surface Gamma a few cells outside it, air, then the absorbing layer.
+2. Groups: modes are split into groups whose frequencies differ by at least ``separation_hz`` (greedy, in
+   frequency order), so degenerate pairs land in different runs. One FDTD run per group.
+3. Drive: body face f (axis a) moves with velocity sum_j (u_j(x_f) . e_a) dq_j/dt, q_j(t) = w(t) cos(w_j t),
+   w a raised-cosine ramp; u_j is the mode shape interpolated at the face's closest surface point. In the steady
+   state p(x, t) = Re(P_j(x) e^{-i w_j t}) per mode, P_j the pressure per unit modal amplitude -- the quantity the
+   BEM path computes from dp/dn = rho w_j^2 (n . u_j).
+4. Separation: after the ramp and the transit over the grid, p on both sides of Gamma is fitted over a window of
+   ``window_cycles / separation_hz`` seconds by p = sum_j A_j cos(w_j t) + B_j sin(w_j t) (normal equations
+   accumulated block by block, so no time series is stored), P_j = A_j + i B_j.
+5. Far field: the Kirchhoff-Helmholtz representation over Gamma, p(x) = int (P dG/dn_y - G dP/dn) dS (the same
+   compiled quadrature as the BEM's, transfer/bem.py), with P the mean and dP/dn the difference of the two cell
+   layers across each box face, evaluated on the FFAT shells and fitted as in transfer/precompute.py.
+
+Accuracy is measured against the BEM (transfer = "ffat") on non-spherical objects in
+tests/validation/test_fdtd_transfer.py.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from ..assets import Asset, content_hash
+from ..errors import InputError
+from . import bem, ffat
+
+CODE_VERSION = "fdtd-transfer-1"
+
+
+@dataclass(frozen=True)
+class FDTDTransferSettings:
+    """ppw: grid cells per wavelength at the highest mode; separation_hz: least frequency gap between modes
+    that share a run [Hz]; window_cycles: fit window length in units of 1/separation_hz; ramp_cycles: drive ramp
+    in periods of the group's lowest mode (at least ramp_min seconds); box_gap: air cells between the body and the
+    Kirchhoff box; pml_gap: air cells between the box and the absorbing layer (at least a fifth of the object's
+    size); terms / shells: FFAT terms and fitting shells; max_cells: grid budget (the cell size grows, with a
+    warning in the asset meta, if the grid would exceed it); c [m/s], rho [kg/m^3]: air."""
+
+    ppw: float = 10.0
+    separation_hz: float = 150.0
+    window_cycles: float = 1.5
+    ramp_cycles: float = 3.0
+    ramp_min: float = 1.0e-3
+    box_gap: int = 3
+    pml_gap: int = 4
+    terms: int = 3
+    shells: int = 5
+    max_cells: int = 20_000_000
+    c: float = 343.2
+    rho: float = 1.2041
+
+    def check(self) -> None:
+        if not (self.ppw >= 4):
+            raise InputError(f"FDTD transfer: ppw = {self.ppw}; use at least 4 cells per wavelength (10 default)")
+        if not (self.separation_hz > 0 and self.window_cycles > 0):
+            raise InputError("FDTD transfer: separation_hz and window_cycles must be positive")
+        if not 1 <= int(self.terms) < int(self.shells):
+            raise InputError(f"FDTD transfer: terms = {self.terms} must be in 1..shells - 1 = {self.shells - 1}")
+        if not (self.c > 0 and self.rho > 0):
+            raise InputError("FDTD transfer: air c and rho must be positive")
+
+
+def group_modes(freqs_hz, separation_hz: float) -> list[list[int]]:
+    """Mode indices in groups whose members differ by >= separation_hz (first fit, in frequency order)."""
+    order = np.argsort(np.asarray(freqs_hz, np.float64), kind="stable")
+    groups: list[list[int]] = []
+    last: list[float] = []
+    for j in order:
+        f = float(freqs_hz[j])
+        for g, fl in enumerate(last):
+            if f - fl >= separation_hz:
+                groups[g].append(int(j))
+                last[g] = f
+                break
+        else:
+            groups.append([int(j)])
+            last.append(f)
+    return groups
+
+
+@dataclass
+class Plan:
+    """Grid and run lengths of one object's transfer solve."""
+
+    h: float
+    grid: object
+    groups: list
+    n_steps: list
+    fit_start: list
+    dt: float
+    capped: bool
+
+    @property
+    def cell_updates(self) -> float:
+        return float(self.grid.n_cells) * float(sum(self.n_steps))
+
+
+def plan(vertices, faces, freqs_hz, settings: FDTDTransferSettings, offset=None) -> Plan:
+    """Cell size, grid and per-group step counts for a closed body-frame surface (vertices [m], faces) and the
+    mode frequencies [Hz]."""
+    from ..wave.fdtd import COURANT_LIMIT, DEFAULT_NPML, Grid
+    s = settings
+    lo, hi = vertices.min(axis=0), vertices.max(axis=0)
+    size = float((hi - lo).max())
+    h = s.c / (float(np.max(freqs_hz)) * s.ppw)
+    # resolve the object itself, whatever its modes: its size, and its thickness (2 V / A is the thickness of a
+    # plate or shell, the diameter / 3 of a sphere) by >= 3 cells
+    tri = vertices[faces]
+    area = 0.5 * np.linalg.norm(np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0]), axis=1).sum()
+    vol = abs(np.einsum("ij,ij->i", tri[:, 0], np.cross(tri[:, 1], tri[:, 2])).sum()) / 6.0
+    h = min(h, size / 8.0, 2.0 * vol / max(area, 1e-300) / 3.0)
+    capped = False
+    while True:
+        margin = (s.box_gap + 1) * h + max(s.pml_gap * h, 0.2 * size)
+        n = np.ceil((hi - lo + 2 * margin) / h).astype(np.int64) + 2 * DEFAULT_NPML
+        if int(np.prod(n)) <= s.max_cells:
+            break
+        h *= 1.1
+        capped = True
+    origin = 0.5 * (lo + hi) - 0.5 * n * h
+    grid = Grid(tuple(int(x) for x in n), h, origin + np.asarray(offset if offset is not None else (0.0, 0.0, 0.0), np.float64) * h,
+                DEFAULT_NPML)
+    dt = 0.99 * COURANT_LIMIT * h / s.c
+    groups = group_modes(freqs_hz, s.separation_hz)
+    transit = float(np.linalg.norm(n * h)) / s.c
+    n_steps, fit_start = [], []
+    for g in groups:
+        f_lo = float(np.min(np.asarray(freqs_hz)[g]))
+        ramp = max(s.ramp_min, s.ramp_cycles / f_lo)
+        start = ramp + transit
+        window = s.window_cycles / s.separation_hz
+        n_steps.append(int(math.ceil((start + window) / dt)))
+        fit_start.append(int(math.ceil(start / dt)))
+    return Plan(h=h, grid=grid, groups=groups, n_steps=n_steps, fit_start=fit_start, dt=dt, capped=capped)
+
+
+def best_grid_offset(grid, vertices, faces, fractions=(0.0, 0.25, 0.5, 0.75)) -> np.ndarray:
+    """Sub-cell shift (3,) of the grid, in cells, whose voxelization best keeps the body's volume and second
+    moments.
+
+    Why: the staircase body of cells whose centres lie inside moves each wall by up to h/2, and the radiation of
+    thin parts is sensitive to it (a 12 mm bar voxelized 7 cells thick at h = 1.9 mm radiates its bending modes
+    ~1.5 dB too loud against the BEM; shifted by half a cell, 6 cells, within 0.5 dB). The shift is chosen axis
+    by axis among ``fractions`` to minimise |V_vox / V - 1| + sum_i |M_i,vox / M_i - 1|, M_i = int (x_i -
+    c_i)^2 dV about the mesh centroid c."""
+    import trimesh
+    from ..wave.voxel import inside_grid
+    mesh = trimesh.Trimesh(vertices=vertices, faces=faces, process=False)
+    V = float(mesh.volume)
+    cen = np.asarray(mesh.center_mass, np.float64)
+    I = np.asarray(mesh.moment_inertia, np.float64) / 1.0        # density 1: inertia about the centroid
+    M = 0.5 * np.trace(I) - np.diag(I)                             # int (x_i - c_i)^2 dV
+    h = grid.dx
+    nx, ny, nz = grid.shape
+
+    def error(off):
+        o = grid.origin + off * h
+        xs, ys, zs = (o[a] + (np.arange(grid.shape[a]) + 0.5) * h for a in range(3))
+        solid, _ = inside_grid(vertices, faces, xs, ys, zs)
+        idx = np.nonzero(solid)
+        if not len(idx[0]):
+            return np.inf
+        Vv = len(idx[0]) * h**3
+        Mv = np.array([(((c[i] - cen[a]) ** 2).sum() + len(i) * h * h / 12.0) * h**3
+                       for a, (c, i) in enumerate(zip((xs, ys, zs), idx))])
+        return abs(Vv / V - 1) + float(np.sum(np.abs(Mv / np.maximum(M, 1e-300) - 1)))
+
+    best = np.zeros(3)
+    for a in range(3):
+        errs = []
+        for fr in fractions:
+            off = best.copy()
+            off[a] = fr
+            errs.append(error(off))
+        best[a] = fractions[int(np.argmin(errs))]
+    return best
+
+
+# ---- the Kirchhoff box ----------------------------------------------------------------------------------------
+def kirchhoff_box(grid, solid_cells: np.ndarray, gap: int):
+    """Faces of the box of cells that holds the body (solid_cells (n, 3) padded indices) plus ``gap`` cells.
+
+    Returns (inner (nf, 3), outer (nf, 3)) padded cell indices on either side of each box face, centres (nf, 3)
+    [m], outward normals (nf, 3) and the face area h^2 [m^2]."""
+    i0 = solid_cells.min(axis=0) - gap
+    i1 = solid_cells.max(axis=0) + gap
+    inner, outer, normals = [], [], []
+    for ax in range(3):
+        o = [d for d in range(3) if d != ax]
+        A, B = np.meshgrid(np.arange(i0[o[0]], i1[o[0]] + 1), np.arange(i0[o[1]], i1[o[1]] + 1), indexing="ij")
+        for side, idx, step in ((-1, i0[ax], -1), (1, i1[ax], 1)):
+            c_in = np.empty((A.size, 3), np.int64)
+            c_in[:, ax] = idx
+            c_in[:, o[0]] = A.ravel()
+            c_in[:, o[1]] = B.ravel()
+            c_out = c_in.copy()
+            c_out[:, ax] += step
+            nrm = np.zeros((A.size, 3))
+            nrm[:, ax] = side
+            inner.append(c_in)
+            outer.append(c_out)
+            normals.append(nrm)
+    inner, outer, normals = np.concatenate(inner), np.concatenate(outer), np.concatenate(normals)
+    h = grid.dx
+    centres = grid.origin + (0.5 * (inner + outer) - 0.5) * h
+    return inner, outer, centres, normals, h * h
+
+
+def _cell_centres(grid, idx):
+    return grid.origin + (idx - 0.5) * grid.dx
+
+
+# ---- mode shapes on the voxel faces ---------------------------------------------------------------------------
+def face_patterns(vertices, faces, shapes, body, modes) -> np.ndarray:
+    """(len(modes), n_body_faces): each mode's velocity along each body face's axis per unit dq/dt, the mode shape
+    interpolated (barycentric) at the closest surface point of the face centre."""
+    import trimesh
+    mesh = trimesh.Trimesh(vertices=vertices, faces=faces, process=False)
+    pts, _, tri = trimesh.proximity.closest_point(mesh, body.centres)
+    bary = trimesh.triangles.points_to_barycentric(vertices[faces[tri]], pts)
+    bary = np.clip(bary, 0.0, 1.0)
+    bary /= bary.sum(axis=1, keepdims=True)
+    ax = body.faces[:, 0]
+    out = np.empty((len(modes), len(body.centres)))
+    for c, j in enumerate(modes):
+        u = np.einsum("fa,fac->fc", bary, shapes[j][faces[tri]])        # (n_faces, 3)
+        out[c] = u[np.arange(len(ax)), ax]
+    return out
+
+
+# ---- one object -----------------------------------------------------------------------------------------------
+def solve_box_fields(model, settings: FDTDTransferSettings = FDTDTransferSettings(), progress=None,
+                     offset=None):
+    """Run the grouped FDTD solves of every mode of ``model``. Returns (plan, box, P (m, nf), dPdn (m, nf)) with
+    box = (centres, normals, area) of the Kirchhoff faces and P, dPdn the complex pressure and its outward normal
+    derivative per unit modal amplitude on them."""
+    from ..wave.fdtd import FDTDSolver, voxelize
+    from ..wave.voxel import inside_grid
+    from .precompute import model_surface
+    settings.check()
+    v, f, shapes = model_surface(model)
+    freqs = np.asarray(model.frequencies_hz, np.float64)
+    m = len(freqs)
+    if m == 0:
+        raise InputError("FDTD transfer: the modal model has no elastic modes to radiate")
+    pl = plan(v, f, freqs, settings, offset)
+    if offset is None:
+        pl.grid.origin = pl.grid.origin + best_grid_offset(pl.grid, v, f) * pl.h
+
+    class _Inside:
+        def grid_solid(self, xs, ys, zs):
+            solid, odd = inside_grid(v, f, xs, ys, zs)
+            if odd:
+                raise InputError(f"FDTD transfer: the surface is not closed ({odd} grid columns cross it an odd "
+                                 "number of times); repair the mesh")
+            return solid
+
+        def __call__(self, pts):                                # (voxelize uses grid_solid)
+            raise NotImplementedError
+
+    body = voxelize(pl.grid, _Inside())
+    if not len(body.faces):
+        raise InputError(f"FDTD transfer: the object is thinner than one grid cell ({pl.h:.3g} m) everywhere; "
+                         "use transfer = \"ffat\" (BEM) for it")
+    solid_idx = np.concatenate([body.solid, body.faces[:, 1:4]])
+    inner, outer, centres, normals, area = kirchhoff_box(pl.grid, solid_idx, settings.box_gap)
+    pts = np.concatenate([_cell_centres(pl.grid, inner), _cell_centres(pl.grid, outer)])
+    nf = len(inner)
+    P = np.zeros((m, nf), np.complex128)
+    dP = np.zeros((m, nf), np.complex128)
+    omega_all = 2 * np.pi * freqs
+    total = sum(pl.n_steps)
+    done = 0
+    for g, modes in enumerate(pl.groups):
+        modes = np.asarray(modes)
+        pat = face_patterns(v, f, shapes, body, modes)
+        w = omega_all[modes]
+        n_steps = pl.n_steps[g]
+        t_half = (np.arange(n_steps) + 0.5) * pl.dt                  # face velocities act over (t_n, t_n+1)
+        ramp = max(settings.ramp_min, settings.ramp_cycles / (w.min() / (2 * np.pi)))
+        x = np.clip(t_half / ramp, 0.0, 1.0)
+        env = 0.5 - 0.5 * np.cos(np.pi * x)
+        denv = np.where(x < 1.0, 0.5 * np.pi / ramp * np.sin(np.pi * x), 0.0)
+        wt = t_half[:, None] * w[None, :]
+        scale = denv[:, None] * np.cos(wt) - env[:, None] * w[None, :] * np.sin(wt)     # dq_j/dt
+        solver = FDTDSolver(pl.grid, settings.c, settings.rho, pl.dt)
+        solver.set_body(body)
+        solver.set_receivers(pts)
+        s0 = pl.fit_start[g]
+        # least squares in time, accumulated: p(t_n+1) = Phi(t) coef, Phi = [cos w_j t, sin w_j t]
+        nb = 2 * len(modes)
+        G = np.zeros((nb, nb))
+        acc = np.zeros((len(pts), nb))
+        n = 0
+        block = 256
+        while n < n_steps:
+            T = min(block, n_steps - n)
+            rec = solver.run(T, pat, scale[n:n + T])
+            n += T
+            a = max(s0, n - T)
+            if n > s0:
+                t = (np.arange(a, n) + 1) * pl.dt                          # receivers sample after each step
+                Phi = np.concatenate([np.cos(t[:, None] * w[None, :]), np.sin(t[:, None] * w[None, :])], axis=1)
+                G += Phi.T @ Phi
+                acc += rec[:, a - (n - T):] @ Phi
+            if progress is not None:
+                progress((done + n) / total)
+        done += n_steps
+        coef = np.linalg.solve(G, acc.T).T                                   # (n_pts, 2 m_g)
+        Pc = coef[:, :len(modes)] + 1j * coef[:, len(modes):]
+        p_in, p_out = Pc[:nf], Pc[nf:]
+        P[modes] = (0.5 * (p_in + p_out)).T
+        dP[modes] = ((p_out - p_in) / pl.h).T
+    return pl, (centres, normals, area), P, dP
+
+
+def box_evaluate(box, P_j, dP_j, k: float, points) -> np.ndarray:
+    """Kirchhoff-Helmholtz representation p(x) = int (P dG/dn - G dP/dn) dS over the box at points (n, 3)."""
+    centres, normals, area = box
+    pts = np.ascontiguousarray(np.asarray(points, np.float64).reshape(-1, 3))
+    out = np.empty(len(pts), np.complex128)
+    bem._represent(pts, np.ascontiguousarray(centres), np.ascontiguousarray(normals),
+                   np.ascontiguousarray(area * P_j), np.ascontiguousarray(area * dP_j), float(k), out)
+    return out
+
+
+def transfer_inputs_hash(model, settings: FDTDTransferSettings) -> str:
+    return content_hash("fdtd_transfer", CODE_VERSION, model.inputs_hash or content_hash(
+        np.asarray(model.frequencies_hz), np.asarray(model.shapes), np.asarray(model.surface_nodes)),
+        asdict(settings))
+
+
+def run_fdtd_transfer(model, settings: FDTDTransferSettings = FDTDTransferSettings(), *, out=None,
+                      progress=None) -> Asset:
+    """FFAT transfer asset of every mode of ``model`` from grouped FDTD solves (module docstring); written
+    atomically to ``out`` if given. Same asset kind and layout as the BEM path, evaluated the same way."""
+    from ..assets import write_asset
+    from .precompute import KIND, KIND_VERSION
+    pl, box, P, dP = solve_box_fields(model, settings,
+                                      progress=None if progress is None else (lambda x: progress(0.9 * x)))
+    centres, normals, area = box
+    v = np.asarray(model.surface_nodes, np.float64)
+    r_bar = float(np.sqrt((v**2).sum(axis=1)).max())
+    radii = ffat.shell_radii(r_bar, settings.shells)
+    c = settings.c
+    maps = []
+    for j in range(len(P)):
+        k = 2 * np.pi * float(model.frequencies_hz[j]) / c
+        # the field seen from R >= 2.5 r_bar is band-limited near degree k r_bar; 12 more degrees leave < 1e-4 of
+        # it (0.4^12, ffat.coarse_resolution), far below the FDTD's own error, and the stored maps get ~4 samples
+        # per angular wavelength more than that for their bilinear interpolation
+        Tc = ffat.coarse_resolution(k, r_bar, margin=12)
+        T = min(ffat.angular_resolution(k), int(math.ceil(4 * k * r_bar)) + 24)
+        Tc = min(Tc, T)
+        d = ffat.grid_directions(Tc).reshape(-1, 3)
+        S = box_evaluate(box, P[j], dP[j], k, (radii[:, None, None] * d[None]).reshape(-1, 3))
+        S = S.reshape(len(radii), Tc, 2 * Tc)
+        if Tc < T:
+            S = ffat.upsample(S, T)
+        psi = ffat.fit(S.reshape(len(radii), -1), radii, k, settings.terms)
+        maps.append(ffat.FFATMap(k=k, psi=psi.reshape(settings.terms, T, 2 * T).astype(np.complex64)))
+        if progress is not None:
+            progress(0.9 + 0.1 * (j + 1) / len(P))
+    bank = ffat.FFATBank.from_maps(maps)
+    arrays = {"k": bank.k, "T": bank.T, "offsets": bank.offsets, "psi": bank.psi,
+              # the Kirchhoff box data, for direct evaluation inside the first FFAT shell (near field)
+              "box_centres": centres, "box_normals": normals, "box_area": np.array([area]),
+              "box_p": P.astype(np.complex64), "box_dpdn": dP.astype(np.complex64),
+              "frequencies_hz": np.asarray(model.frequencies_hz, np.float64)}
+    meta = {"modal_inputs_hash": model.inputs_hash, "terms": int(settings.terms), "r_bar": r_bar,
+            "shell_radii": radii.tolist(), "settings": asdict(settings), "method": "fdtd",
+            "code_version": CODE_VERSION, "cell_size": pl.h, "grid": list(pl.grid.shape),
+            "groups": [list(map(int, g)) for g in pl.groups], "steps": [int(n) for n in pl.n_steps],
+            "cell_updates": pl.cell_updates, "capped": bool(pl.capped),
+            "convention": "e^{-i w t}; p per unit modal amplitude q_j",
+            "units": {"k": "1/m", "psi": "Pa per unit q (1/sqrt(kg) shapes)", "r_bar": "m", "cell_size": "m"}}
+    asset = Asset(kind=KIND, kind_version=KIND_VERSION, arrays=arrays, meta=meta,
+                  inputs_hash=transfer_inputs_hash(model, settings))
+    if out is not None:
+        write_asset(out, asset)
+    return asset
