@@ -40,6 +40,8 @@ from ..errors import InputError
 from . import bem, ffat
 
 CODE_VERSION = "fdtd-transfer-1"
+#: radius of the outermost fitting shell, in bounding radii
+FAR_SHELL = 100.0
 
 
 @dataclass(frozen=True)
@@ -356,7 +358,11 @@ def run_fdtd_transfer(model, settings: FDTDTransferSettings = FDTDTransferSettin
     centres, normals, area = box
     v = np.asarray(model.surface_nodes, np.float64)
     r_bar = float(np.sqrt((v**2).sum(axis=1)).max())
+    # the paper's geometric shells, the last moved far out (100 r_bar): the box integral is as cheap there, and
+    # it pins the leading (far-field) term, which the near shells alone leave to extrapolation (measured on a
+    # bar: 3 terms on 5 near shells read up to 2 dB high at 3 m for the top modes, exact at 1 m)
     radii = ffat.shell_radii(r_bar, settings.shells)
+    radii[-1] = FAR_SHELL * r_bar
     c = settings.c
     maps = []
     for j in range(len(P)):
