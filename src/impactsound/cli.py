@@ -465,8 +465,26 @@ def main(argv=None):
     """Entry point: known errors become one line on stderr and exit code 2 (``--debug`` for the traceback)."""
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args
+    import warnings
     try:
-        cli.main(args=args, prog_name="impactsound", standalone_mode=False)
+        from numba.core.errors import NumbaPerformanceWarning
+    except ImportError:                                    # pragma: no cover (older numba)
+        NumbaPerformanceWarning = Warning
+    show = warnings.showwarning
+
+    def one_line(message, category, filename, lineno, file=None, line=None):
+        # warnings are messages to the user: one line each, without the source line Python would add
+        if debug:
+            show(message, category, filename, lineno, file, line)
+        else:
+            click.echo(f"warning: {message}", err=True)
+
+    try:
+        warnings.showwarning = one_line
+        with warnings.catch_warnings():
+            if not debug:       # compiler advice about library kernels is not for users
+                warnings.simplefilter("ignore", NumbaPerformanceWarning)
+            cli.main(args=args, prog_name="impactsound", standalone_mode=False)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         return 130
@@ -487,6 +505,8 @@ def main(argv=None):
         else:
             click.echo(f"internal error: {type(exc).__name__}: {exc} (rerun with --debug and report it)", err=True)
         return 1
+    finally:
+        warnings.showwarning = show
     return 0
 
 

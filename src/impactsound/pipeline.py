@@ -176,6 +176,8 @@ def render_scene(scene: Scene, progress: Progress = QUIET, events: EventLog | No
 
     ``allow_implausible``: render a user event log that fails the plausibility checks (warnings instead of an
     error; see :func:`scene_events`)."""
+    from .assets import cache_dir
+    cache_dir()                 # a cache path that cannot be used is an error now, not after the dynamics ran
     if events is None:
         events = scene_events(scene, progress, allow_implausible=allow_implausible)
     # Contacts slower than v_min are static contact, not collisions (pan.md sec. 3; modal-sound.md sec. 8.3).

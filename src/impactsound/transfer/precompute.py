@@ -208,8 +208,8 @@ def _mode_hash(inputs_hash: str, j: int) -> str:
 
 def _mode_asset(res: dict, h: str) -> Asset:
     arrays = {k: res[k] for k in ("psi", "holdout_error", "bem_p", "bem_g")}
-    meta = {k: res[k] for k in ("index", "k", "T", "faces", "capped", "residual", "epw", "seconds",
-                                "seconds_bem", "levels")}
+    # no wall-clock timings in the content: two identical runs must give identical files
+    meta = {k: res[k] for k in ("index", "k", "T", "faces", "capped", "residual", "epw", "levels")}
     return Asset(kind=MODE_KIND, arrays=arrays, meta=meta, inputs_hash=h)
 
 
@@ -236,7 +236,8 @@ def run_transfer(model, settings: TransferSettings = TransferSettings(), *, out:
     bem.check_surface(v, f, name="modal model surface")
     r_bar = float(np.sqrt((v**2).sum(axis=1)).max())
     omega = model.omega[:n]
-    if checkpoint_dir is None and out is not None:
+    own_ckpt = checkpoint_dir is None and out is not None
+    if own_ckpt:
         checkpoint_dir = Path(out).with_suffix(".modes")
     ckpt = Path(checkpoint_dir) if checkpoint_dir is not None else None
     if ckpt is not None:
@@ -271,6 +272,9 @@ def run_transfer(model, settings: TransferSettings = TransferSettings(), *, out:
     asset = assemble(results, n, inputs_hash, model, settings, r_bar, v, f)
     if out is not None:
         write_asset(out, asset)
+        if own_ckpt:                                   # the asset holds everything: the checkpoints are litter now
+            import shutil
+            shutil.rmtree(ckpt, ignore_errors=True)
     return asset
 
 
@@ -311,8 +315,7 @@ def assemble(results: dict, n: int, inputs_hash: str, model, settings: TransferS
               "frequencies_hz": np.asarray(model.frequencies_hz[:n], np.float64),
               "holdout_error": np.stack([np.asarray(results[j]["holdout_error"]) for j in range(n)]),
               "faces": np.array([results[j]["faces"] for j in range(n)], np.int64),
-              "capped": np.array([results[j]["capped"] for j in range(n)], np.int8),
-              "seconds": np.array([results[j]["seconds"] for j in range(n)], np.float64)}
+              "capped": np.array([results[j]["capped"] for j in range(n)], np.int8)}
     meta = {"modal_inputs_hash": model.inputs_hash, "terms": int(settings.terms), "r_bar": r_bar,
             "shell_radii": ffat.shell_radii(r_bar).tolist(), "settings": asdict(settings),
             "code_version": CODE_VERSION, "convention": "e^{-i w t}; p per unit modal amplitude q_j",
