@@ -1,15 +1,21 @@
 """PAN precompute end to end (FDTD -> fit), checked like the paper (specs/pan.md sec. 7): the fitted field at
 8 R in directions that are not grid directions against a direct FDTD run with the same voxelized body and drive,
-and the rigid-sphere far field against the exact solution (transfer/rigid_sphere.py)."""
+and the rigid-sphere far field against the exact solution (transfer/rigid_sphere.py). The adaptive run length:
+a concave bowl runs until its cavity ring has decayed, a sphere stops at the old fixed length."""
+import dataclasses
+import warnings
+
 import numpy as np
 import pytest
 import trimesh
 
 from impactsound.materials import get_material
-from impactsound.sources.pan.precompute import MeshInside, plan_pan, run_pan
+from impactsound.scene.primitives import make_primitive
+from impactsound.sources.pan.field import sample_points
+from impactsound.sources.pan.precompute import MeshInside, PANPrecomputeWarning, PulseDrive, plan_pan, run_pan
 from impactsound.sources.pan.pulse import psi
 from impactsound.transfer.rigid_sphere import sphere_pressure
-from impactsound.wave.pan_solve import plan_grid, solve_field
+from impactsound.wave.pan_solve import decay_envelope, has_decayed, plan_grid, solve_field
 
 A = 0.01          # sphere radius [m]
 C, RHO = 343.2, 1.2041
@@ -47,6 +53,68 @@ def test_pan_at_8_radii_matches_direct_solver(tmp_path):
     # rerun: every field comes from its checkpoint, same asset
     fld2 = run_pan(job, checkpoint_dir=tmp_path)
     assert np.array_equal(fld2.q, fld.q)
+    # a convex body has decayed by the old fixed length 4h + R_M/c + 5 R_b/c: every field stops there
+    run = fld.meta["fdtd_run"]
+    assert run["adaptive"] and run["field_steps"] == [job.plan.min_steps] * 6 and all(run["decayed"])
+    assert not run["cap_reached"] and job.plan.min_steps == int(np.ceil(job.duration / job.plan.dt))
+
+
+def _bowl_job(**kw):
+    """The 7 cm bowl primitive (ceramic) with a 4x longer pulse than its own (h = 91 us): a 114^3 grid."""
+    bowl, mat = make_primitive("bowl"), get_material("ceramic")
+    return plan_pan(bowl, mat, h=4 * plan_pan(bowl, mat).h, **kw)
+
+
+def test_concave_bowl_runs_until_its_cavity_ring_decays():
+    """The bowl's x-translation field rings (its cavity, ~2.5 kHz) past the old fixed length T_min: the run goes
+    on until the fit shells are 40 dB down, and the outer shell's energy after the chosen length, measured on a run
+    to the cap, is < 1 % of its total (the old length left more, and had not decayed by 40 dB). The adaptive run
+    is the same bits as the first steps of the long one (segmenting the solver changes nothing)."""
+    job = _bowl_job()
+    plan = job.plan
+    assert plan.adaptive and plan.window_steps == int(np.ceil(job.R_b / job.c / plan.dt))
+    pts = sample_points(job.R_b, job.n_theta, job.n_phi, len(job.radii)).reshape(-1, 3)
+    M = len(job.radii)
+    w = np.tile(job.radii / job.radii[-1], job.n_theta * job.n_phi)
+    args = (0, MeshInside(job.mesh))
+    rest = (pts, PulseDrive(job.h, 2 * job.h), job.c, job.rho)
+    p = solve_field(*args, plan, *rest, decay_weights=w)
+    full = solve_field(*args, dataclasses.replace(plan, min_steps=None), *rest)       # to the cap
+    L = p.shape[1]
+    assert np.array_equal(p, full[:, :L])
+    assert 1.3 * plan.min_steps < L < plan.n_steps
+    env = decay_envelope(full, w)
+    assert has_decayed(env[:L], plan) and not has_decayed(env[:plan.min_steps], plan)
+    E = np.cumsum((full[M - 1::M] ** 2).sum(axis=0))                                # outermost shell
+    tail = 1 - E[L - 1] / E[-1]
+    print(f"bowl x-translation: {L} steps ({L * plan.dt * 1e3:.2f} ms; fixed length {plan.min_steps} steps), "
+          f"outer-shell energy after: {tail:.2e} (after the fixed length: {1 - E[plan.min_steps - 1] / E[-1]:.2e})")
+    assert tail < 0.01 and tail < 0.1 * (1 - E[plan.min_steps - 1] / E[-1])
+
+
+def test_adaptive_precompute_is_deterministic_and_flags_the_cap(tmp_path):
+    """run_pan on the bowl: the six fields stop where each has decayed (different steps), the asset is the same
+    bytes on a fresh run and when resumed from the per-field checkpoints; with a cap below the decay time the
+    fields are cut there, the metadata says so and a PANPrecomputeWarning is raised."""
+    job = _bowl_job()
+    a = run_pan(job, checkpoint_dir=tmp_path / "a")
+    run = a.meta["fdtd_run"]
+    assert all(run["decayed"]) and not run["cap_reached"] and len(set(run["field_steps"])) > 1
+    assert a.meta["fdtd_steps"] == max(run["field_steps"]) > job.plan.min_steps
+    b = run_pan(job, checkpoint_dir=tmp_path / "b")                                  # computed again
+    c = run_pan(job, checkpoint_dir=tmp_path / "a")                                  # from the checkpoints
+    for other in (b, c):
+        assert np.array_equal(other.q, a.q) and other.meta == a.meta
+    pa, pb = a.save(tmp_path / "a.pan.h5"), b.save(tmp_path / "b.pan.h5")
+    assert pa.read_bytes() == pb.read_bytes()
+    short = _bowl_job(max_duration=1.2 * job.duration)
+    with pytest.warns(PANPrecomputeWarning, match="had not decayed"):
+        d = run_pan(short)
+    run = d.meta["fdtd_run"]
+    assert run["cap_reached"] and run["fields_cut_at_cap"] and run["max_steps"] == short.plan.n_steps
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PANPrecomputeWarning)
+        run_pan(job, checkpoint_dir=tmp_path / "a")                                # no warning when decayed
 
 
 @pytest.mark.slow

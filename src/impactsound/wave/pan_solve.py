@@ -9,6 +9,18 @@ each step (times (n + 1) dt).
 
 Each field is an independent task: its result is written atomically to a checkpoint folder and reused on a rerun
 (an interrupted precompute resumes), keyed by a content hash of everything that affects it.
+
+Run length. A plan either has a fixed number of steps, or (``min_steps`` set, as plan_pan makes it) is adaptive:
+each field runs at least ``min_steps`` steps and then, checked every ``check_steps``, until the pressure has
+decayed, or until ``n_steps`` (the cap). Decayed means: over the trailing ``window_steps``, the largest
+w_r |p_r| over the receivers r is at most 10^(-decay_db/20) (1 % for 40 dB) of its largest value so far.
+The PAN precompute weights the fit-shell receivers by R_r / R_M: the outermost shell, which the radiation
+reaches last, decides, and the inner shells, which see a ringing cavity's wave up to 2 R_b/c earlier in its
+phase, keep the ring's simultaneous zero crossings on one shell from passing for decay (the paper runs its
+concave objects 10-13 ms for the same reason: Chadwick, Zheng & James 2012, "Precomputed Acceleration Noise for
+Improved Rigid-Body Sound", sec. 5 and Table 1). The decision reads only the field's own samples, so the same
+inputs give the same number of steps and the same bits wherever and however often the field runs; the fields
+of one object may stop at different steps.
 """
 from __future__ import annotations
 
@@ -28,9 +40,17 @@ from .fdtd import COURANT_LIMIT, DEFAULT_NPML, FDTDSolver, centred_grid, solver_
 TASK_KIND = "pan_fdtd_task"
 
 
+#: default decay required before an adaptive run stops [dB]
+DECAY_DB = 40.0
+
+
 @dataclass
 class PANGridPlan:
-    """Grid, step and duration chosen for one object (all SI)."""
+    """Grid, step and duration chosen for one object (all SI).
+
+    n_steps: the number of steps of a fixed-length plan, or the cap of an adaptive one (``min_steps`` set: at
+    least min_steps, then until the receivers have decayed by ``decay_db`` over the trailing ``window_steps``;
+    module docstring)."""
 
     dx: float
     dt: float
@@ -38,6 +58,22 @@ class PANGridPlan:
     shape: tuple[int, int, int]
     npml: int
     half_width: float
+    min_steps: int | None = None
+    decay_db: float = DECAY_DB
+    window_steps: int = 1
+
+    @property
+    def adaptive(self) -> bool:
+        return self.min_steps is not None and self.min_steps < self.n_steps
+
+    @property
+    def check_steps(self) -> int:
+        """Steps between two decay checks of an adaptive run (half the trailing window)."""
+        return max(1, int(self.window_steps) // 2)
+
+    def step_range(self) -> tuple[int, int]:
+        """(fewest, most) steps a field of this plan runs."""
+        return (int(self.min_steps), int(self.n_steps)) if self.adaptive else (int(self.n_steps), int(self.n_steps))
 
     @property
     def n_cells(self) -> int:
@@ -46,14 +82,20 @@ class PANGridPlan:
     def memory_bytes(self, dtype=np.float32) -> int:
         return solver_bytes(self.shape, self.npml, dtype)
 
-    def cell_updates(self, n_fields: int = 6) -> float:
-        return float(self.n_cells) * self.n_steps * n_fields
+    def cell_updates(self, n_fields: int = 6, most: bool = False) -> float:
+        """Cell updates of n_fields fields: of the fewest steps they run (an adaptive run of an object whose
+        radiation has decayed by then, e.g. a convex one), or with ``most`` of the cap."""
+        return float(self.n_cells) * self.step_range()[1 if most else 0] * n_fields
 
 
 def plan_grid(h: float, bounding_radius: float, max_radius: float, duration: float, c: float = 343.2,
               cells_per_wavelength: float = 10.0, npml: int = DEFAULT_NPML, courant: float = 0.99 * COURANT_LIMIT,
-              max_bytes: float = 8e9) -> PANGridPlan:
+              max_bytes: float = 8e9, min_duration: float | None = None, decay_db: float = DECAY_DB,
+              decay_window: float | None = None) -> PANGridPlan:
     """Choose the grid for a PAN precompute.
+
+    duration [s]: the simulated time, or with ``min_duration`` [s] the cap of an adaptive run that stops once
+    the receivers have decayed by ``decay_db`` over a trailing ``decay_window`` [s] (module docstring).
 
     The pulse psi(t; h) has most of its energy below f = 1/(2h) (its spectrum is ~16 dB down there and has its
     first null at 1/h), so dx = c / (f * cells_per_wavelength) with f = 1/(2h) resolves it with >= 10 cells per
@@ -70,8 +112,17 @@ def plan_grid(h: float, bounding_radius: float, max_radius: float, duration: flo
     half = max_radius + 3 * dx
     n = int(math.ceil(2 * half / dx)) + 2 * npml
     dt = courant * dx / c
-    plan = PANGridPlan(dx=dx, dt=dt, n_steps=int(math.ceil(duration / dt)), shape=(n, n, n), npml=npml,
-                       half_width=half)
+    n_steps = int(math.ceil(duration / dt))
+    adaptive = {}
+    if min_duration is not None:
+        if not (min_duration > 0 and math.isfinite(min_duration)):
+            raise SolverError(f"minimum simulated duration {min_duration} s must be positive")
+        if not (decay_db > 0 and math.isfinite(decay_db)):
+            raise SolverError(f"decay_db = {decay_db} dB must be positive")
+        win = decay_window if decay_window is not None else 8 * h
+        adaptive = dict(min_steps=min(int(math.ceil(min_duration / dt)), n_steps), decay_db=float(decay_db),
+                        window_steps=max(2, int(math.ceil(win / dt))))
+    plan = PANGridPlan(dx=dx, dt=dt, n_steps=n_steps, shape=(n, n, n), npml=npml, half_width=half, **adaptive)
     need = plan.memory_bytes()
     if need > max_bytes:
         raise SolverError(f"the PAN grid for this object would be {n}^3 cells ({need / 1e9:.1f} GB in float32), "
@@ -93,11 +144,35 @@ def field_pattern(field: int, centres: np.ndarray, axis: np.ndarray) -> np.ndarr
     return G[np.arange(n), axis]
 
 
+def decay_envelope(rec: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+    """max_r w_r |p_r(step)| (steps,) of receiver series rec (n, steps) (module docstring)."""
+    a = np.abs(rec)
+    if weights is not None:
+        a = a * np.asarray(weights, np.float64)[:, None]
+    return a.max(axis=0) if a.shape[0] else np.zeros(a.shape[1])
+
+
+def has_decayed(env: np.ndarray, plan: PANGridPlan) -> bool:
+    """Whether the envelope ``env`` (steps so far,) of an adaptive run meets the plan's decay test at its end:
+    its largest value over the last window_steps is at most 10^(-decay_db/20) of its largest value so far."""
+    n = len(env)
+    peak = float(env.max()) if n else 0.0
+    if peak == 0.0:
+        return n > 0
+    tail = float(env[max(0, n - int(plan.window_steps)):].max())
+    return tail <= 10.0 ** (-plan.decay_db / 20.0) * peak
+
+
 def solve_field(field: int, inside: Callable[[np.ndarray], np.ndarray], plan: PANGridPlan,
                 receivers: np.ndarray, drive: Callable[[np.ndarray], np.ndarray], c: float, rho: float,
-                dtype=np.float32, progress: Callable[[float], None] | None = None) -> np.ndarray:
+                dtype=np.float32, progress: Callable[[float], None] | None = None,
+                decay_weights: np.ndarray | None = None) -> np.ndarray:
     """Simulate field ``field`` (0..5) and return pressure at ``receivers`` (n, 3) [m, body frame], shape
-    (n, n_steps), sampled at t = (k + 1) dt. ``drive(t)`` is z_i(t) [m/s^2 or rad/s^2 per unit]."""
+    (n, steps), sampled at t = (k + 1) dt. ``drive(t)`` is z_i(t) [m/s^2 or rad/s^2 per unit].
+
+    steps = plan.n_steps for a fixed plan; for an adaptive one (module docstring) the first check point, at or
+    after plan.min_steps, where the receivers have decayed (weights ``decay_weights`` (n,), default 1, 0 leaves
+    a receiver out of the test), else plan.n_steps (the cap)."""
     from ..parallel import undo_dask_malloc_trim
     undo_dask_malloc_trim()                                   # a Dask worker's malloc setting (parallel.py)
     grid = centred_grid(plan.half_width, plan.dx, plan.npml)
@@ -112,18 +187,48 @@ def solve_field(field: int, inside: Callable[[np.ndarray], np.ndarray], plan: PA
     # body-face velocity in step n (dv_n/dt = a_n, leapfrog): v^{n+1/2} = v^{n-1/2} + dt z(t^n) G
     scale = np.cumsum(plan.dt * z)
     try:
-        return solver.run(plan.n_steps, body_pattern=G, body_scale=scale, progress=progress)
+        if not plan.adaptive:
+            return solver.run(plan.n_steps, body_pattern=G, body_scale=scale, progress=progress)
+        # adaptive: run in segments (the solver's result does not depend on how the steps are split)
+        wts = None if decay_weights is None else np.asarray(decay_weights, np.float64).reshape(-1)
+        if wts is not None and wts.shape != (len(receivers),):
+            raise SolverError(f"decay_weights must have one weight per receiver ({len(receivers)}), not {wts.shape}")
+        parts, envs, n, cap = [], [], 0, int(plan.n_steps)
+        target = int(plan.min_steps)
+        while True:
+            n0, T = n, target - n
+
+            def sub(x, n0=n0, T=T):               # 0..0.9 over the least steps, the rest towards the cap
+                if progress is not None:
+                    k = n0 + x * T
+                    lo = plan.min_steps
+                    progress(0.9 * k / lo if k <= lo else 0.9 + 0.1 * (k - lo) / max(cap - lo, 1))
+
+            rec = solver.run(T, body_pattern=G, body_scale=scale[n0:target], progress=sub)
+            parts.append(rec)
+            envs.append(decay_envelope(rec, wts))
+            n = target
+            if n >= cap or has_decayed(np.concatenate(envs), plan):
+                break
+            target = min(n + plan.check_steps, cap)
+        if progress is not None:
+            progress(1.0)
+        return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=1)
     except SolverError as e:
         raise SolverError(f"field {field}: {e}") from None
 
 
 def run_fields(inside, plan: PANGridPlan, receivers: np.ndarray, drive, c: float, rho: float, *,
                task_key: str, checkpoint_dir: str | Path | None = None, fields=range(6), dtype=np.float32,
-               progress: Callable[[float], None] | None = None, map_fn=None) -> np.ndarray:
+               progress: Callable[[float], None] | None = None, map_fn=None, decay_weights=None,
+               ragged: bool = False):
     """All fields as independent tasks, each persisted on completion (resume after an interruption).
 
-    Returns p (6, n_receivers, n_steps). ``task_key`` is a content hash of everything that affects the result;
-    a checkpoint with another key, a wrong shape or a bad hash is ignored and recomputed.
+    Returns p (n_fields, n_receivers, steps): with an adaptive plan the fields may have run different numbers
+    of steps (module docstring) and the shorter ones are zero-padded to the longest; with ``ragged`` a list of
+    the (n_receivers, steps_f) arrays instead. ``task_key`` is a content hash of everything that affects the
+    result; a checkpoint with another key, a wrong shape or a bad hash is ignored and recomputed.
+    ``decay_weights`` (n_receivers,): the receivers' weights in an adaptive plan's decay test (solve_field).
 
     ``map_fn(func, items, *, on_result, progress)`` runs the missing fields and returns their results in order,
     calling ``on_result(index, result)`` in this process as each finishes (that writes its checkpoint);
@@ -134,6 +239,11 @@ def run_fields(inside, plan: PANGridPlan, receivers: np.ndarray, drive, c: float
     fields = list(fields)
     ckpt = Path(checkpoint_dir) if checkpoint_dir is not None else None
     results: dict[int, np.ndarray] = {}
+    lo, hi = plan.step_range()
+
+    def good_shape(shape) -> bool:
+        return len(shape) == 2 and shape[0] == len(receivers) and lo <= shape[1] <= hi
+
     todo = []
     for f in fields:
         if ckpt is not None:
@@ -141,7 +251,7 @@ def run_fields(inside, plan: PANGridPlan, receivers: np.ndarray, drive, c: float
             try:
                 a = read_asset(path, TASK_KIND, inputs_hash=content_hash(task_key, f))
                 arr = a.arrays["p"]
-                if arr.shape == (len(receivers), plan.n_steps):
+                if good_shape(arr.shape):
                     results[f] = arr
                     continue
             except AssetError:
@@ -149,15 +259,16 @@ def run_fields(inside, plan: PANGridPlan, receivers: np.ndarray, drive, c: float
         todo.append(f)
 
     task = functools.partial(solve_field, inside=inside, plan=plan, receivers=np.asarray(receivers), drive=drive,
-                             c=c, rho=rho, dtype=np.dtype(dtype))
+                             c=c, rho=rho, dtype=np.dtype(dtype),
+                             decay_weights=None if decay_weights is None else np.asarray(decay_weights))
     n_all, n_before = len(fields), len(results)
 
     def finished(i: int, arr: np.ndarray) -> None:     # runs in this process: checkpoint each field as it lands
         f = todo[i]
         arr = np.asarray(arr)
-        if arr.shape != (len(receivers), plan.n_steps):
+        if not good_shape(arr.shape):
             raise SolverError(f"field {f}: the task returned shape {arr.shape}, expected "
-                              f"{(len(receivers), plan.n_steps)}; report this as a bug")
+                              f"({len(receivers)}, {lo}..{hi}); report this as a bug")
         if ckpt is not None:
             write_asset(ckpt / f"field{f}.h5", Asset(kind=TASK_KIND, arrays={"p": arr},
                                                      meta={"field": f}, inputs_hash=content_hash(task_key, f)))
@@ -173,4 +284,8 @@ def run_fields(inside, plan: PANGridPlan, receivers: np.ndarray, drive, c: float
         (map_fn or functools.partial(map_tasks, workers=1))(task, todo, on_result=finished, progress=fraction)
     if progress is not None:
         progress(1.0)
-    return np.stack([results[f] for f in fields])
+    out = [results[f] for f in fields]
+    if ragged:
+        return out
+    T = max(a.shape[1] for a in out) if out else 0
+    return np.stack([np.pad(a, ((0, 0), (0, T - a.shape[1]))) for a in out]) if out else np.zeros((0, 0, 0))

@@ -427,8 +427,9 @@ def fit_pan_field(p, *, radii, c: float, rho: float, dt: float, t_start: float, 
         nrm2 += float(np.sum(B**2))
     # The last coefficients (pulses centred past tau_hi, the end of the window every radius observes) are fixed
     # by the inner radii only and come out as minimum-norm noise that would ring at large distances. The
-    # precompute records 5 R_b/c of ring-down past the pulse, so the true field there is ~e^-5 of its peak:
-    # fade the last 8 coefficient spacings of the window to zero and drop the ones beyond it.
+    # precompute runs until the fit shells have decayed by 40 dB (at least 5 R_b/c of ring-down past the pulse,
+    # precompute.py), so the true field there is small: fade the last 8 coefficient spacings of the window to
+    # zero and drop the ones beyond it.
     tau_j = op.tau0 + np.arange(op.n_coef) * op.dt_q
     tau_hi = op.t_start + (T - 1) * op.dt - op.radii[-1] / op.c
     if taper_end:

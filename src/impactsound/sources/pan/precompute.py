@@ -3,14 +3,28 @@
 specs/pan.md sec. 4-5. Steps:
 1. mass and inertia from the body-frame mesh and density; pulse time scale h (timescale.py);
 2. fit shells R_i = 2 R_b kappa^(i-1) and the (theta, phi) direction grid (field.py) give the receivers;
-3. grid spacing from the pulse's bandwidth (>= 10 cells per wavelength at 1/(2h); wave/pan_solve.py), duration
-   long enough for the pulse to pass the outer shell and the body's radiation to ring down;
+3. grid spacing from the pulse's bandwidth (>= 10 cells per wavelength at 1/(2h); wave/pan_solve.py); run length
+   adaptive (below);
 4. six independent FDTD tasks driven by z_i(t) = psi(t - 2h; h), each checkpointed (rerun = resume);
 5. one truncated-SVD fit shared by every field and direction (field.py) -> PANField (asset kind "pan_field").
+
+Run length (Chadwick, Zheng & James 2012, sec. 5: 1 ms for the ball bearing, 10-13 ms for concave objects).
+Each field runs at least T_min = 4h (the pulse) + R_M/c (travel to the outer shell) + 5 R_b/c (a rigid body's own
+radiation rings down with a time constant ~ R_b/c: exp(-5) left), the fixed length used before, and then on
+until the fit shells' pressure (the outermost deciding, wave/pan_solve.py) has decayed by 40 dB over a trailing
+window of R_b/c, checked every R_b/(2c); at most T_max = T_min + 60 R_b/c (14.6 ms for the 7 cm bowl primitive,
+1.5 ms for the 7.5 mm ball bearing), or ``max_duration``. Convex bodies have decayed by T_min (measured: the
+outer shell is 40 dB down 1.3-2.6 R_b/c before it for a sphere and a die), so they cost what they did; a bowl's
+cavity ring (2.5 kHz) keeps it going (to ~3.6 ms). A field that reaches T_max undecayed is cut there: the
+asset's meta["fdtd_run"]["cap_reached"] says so and a PANPrecomputeWarning names the fields. The fields may stop
+at different steps; the shorter ones are faded to zero over the last window in retarded time t - R/c (a fade
+of the coefficients q_k, so the data stay of the fitted form) and zero-padded to the longest for the common fit.
+The decision reads only the field's own samples: the same inputs give the same steps and the same asset bytes.
 """
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,12 +34,18 @@ from ...assets import content_hash
 from ...errors import InputError
 from ...materials import Material
 from ...wave.voxel import inside_grid
-from ...wave.pan_solve import PANGridPlan, plan_grid, run_fields
+from ...wave.pan_solve import DECAY_DB, PANGridPlan, decay_envelope, has_decayed, plan_grid, run_fields
 from .field import N_RADII, fit_pan_field, sample_points, shell_radii
 from .pulse import psi
 from .timescale import pulse_timescale
 
-CODE_VERSION = "pan-precompute-4"   # part of every cache key: bump when the numerics change
+CODE_VERSION = "pan-precompute-5"   # part of every cache key: bump when the numerics change
+#: cap of the adaptive run length: T_max = T_min + CAP_RB_TIMES R_b / c (module docstring)
+CAP_RB_TIMES = 60.0
+
+
+class PANPrecomputeWarning(UserWarning):
+    """A PAN precompute finished with a caveat (a field cut at the run-length cap before it had decayed)."""
 
 
 @dataclass
@@ -41,28 +61,39 @@ class PANJob:
     inertia: np.ndarray             # (3, 3) [kg m^2]
     R_b: float                      # bounding radius about the centre of mass [m]
     radii: np.ndarray               # (M,) fit radii [m]
-    duration: float                 # simulated time [s]
+    duration: float                 # simulated time [s]: the fixed length, or the least of an adaptive run
     plan: PANGridPlan
     c: float
     rho: float
     dtype: str
     key: str                        # content hash of all of the above that affects the result
 
+    @property
+    def max_duration(self) -> float:
+        """Longest simulated time [s] (the cap of an adaptive run)."""
+        return self.plan.n_steps * self.plan.dt
+
     def estimate(self) -> dict:
-        """Grid size, memory and work before starting (for the CLI's estimate)."""
+        """Grid size, memory and work before starting (for the CLI's estimate). steps / cell_updates /
+        duration_s: the least the run takes (all of it for a body whose radiation has decayed by then, e.g. a
+        convex one); max_steps / cell_updates_max / max_duration_s: the cap of an adaptive run."""
+        lo, hi = self.plan.step_range()
         return {"grid": list(self.plan.shape), "dx_m": self.plan.dx, "dt_s": self.plan.dt,
-                "steps": self.plan.n_steps, "memory_bytes": self.plan.memory_bytes(np.dtype(self.dtype)),
-                "cell_updates": self.plan.cell_updates(6), "h_s": self.h, "duration_s": self.duration}
+                "steps": lo, "max_steps": hi, "memory_bytes": self.plan.memory_bytes(np.dtype(self.dtype)),
+                "cell_updates": self.plan.cell_updates(6), "cell_updates_max": self.plan.cell_updates(6, most=True),
+                "h_s": self.h, "duration_s": self.duration, "max_duration_s": self.max_duration,
+                "adaptive": self.plan.adaptive}
 
 
 def plan_pan(mesh, material: Material, *, n_theta: int = 5, n_phi: int = 10, c: float = 343.2,
              rho: float = 1.2041, duration: float | None = None, cells_per_wavelength: float = 10.0,
-             dtype: str = "float32", max_bytes: float = 8e9, h: float | None = None) -> PANJob:
+             dtype: str = "float32", max_bytes: float = 8e9, h: float | None = None,
+             max_duration: float | None = None, decay_db: float = DECAY_DB) -> PANJob:
     """Plan the precompute of ``mesh`` (watertight, metres) made of ``material``; nothing is run.
 
-    h [s]: pulse time scale; default from mass and material (sec. 4.3). duration [s]: simulated time; default
-    4h (the pulse) + R_M/c (travel to the outer shell) + 5 R_b/c (a rigid body's own radiation ring-down has a
-    time constant ~ R_b/c: exp(-5) left)."""
+    h [s]: pulse time scale; default from mass and material (sec. 4.3). duration [s]: a fixed simulated time.
+    Default: adaptive (module docstring), at least 4h + R_M/c + 5 R_b/c, then until the fit shells have decayed
+    by ``decay_db`` [dB], at most ``max_duration`` [s] (default that least + 60 R_b/c)."""
     if not mesh.is_watertight:
         raise InputError("PAN precompute needs a watertight mesh to voxelize; repair it (trimesh.repair.fill_holes "
                          "or a mesher such as fTetWild)")
@@ -78,12 +109,20 @@ def plan_pan(mesh, material: Material, *, n_theta: int = 5, n_phi: int = 10, c: 
     radii = shell_radii(R_b, N_RADII)
     if duration is None:
         duration = 4 * h + radii[-1] / c + 5 * R_b / c
-    if not (math.isfinite(duration) and duration > 0):
-        raise InputError(f"PAN precompute: duration = {duration} s must be positive")
-    plan = plan_grid(h, R_b, float(radii[-1]), duration, c, cells_per_wavelength, max_bytes=max_bytes)
+        cap = max_duration if max_duration is not None else duration + CAP_RB_TIMES * R_b / c
+        if not (math.isfinite(cap) and cap > 0):
+            raise InputError(f"PAN precompute: max_duration = {max_duration} s must be positive")
+        cap = max(float(cap), duration)
+        plan = plan_grid(h, R_b, float(radii[-1]), cap, c, cells_per_wavelength, max_bytes=max_bytes,
+                         min_duration=duration, decay_db=decay_db, decay_window=R_b / c)
+    else:
+        if not (math.isfinite(duration) and duration > 0):
+            raise InputError(f"PAN precompute: duration = {duration} s must be positive")
+        plan = plan_grid(h, R_b, float(radii[-1]), duration, c, cells_per_wavelength, max_bytes=max_bytes)
     key = content_hash(CODE_VERSION, np.asarray(body.vertices, np.float64), np.asarray(body.faces, np.int64),
                        material.as_dict(), int(n_theta), int(n_phi), float(c), float(rho), float(duration),
-                       float(cells_per_wavelength), str(dtype), float(h), plan.shape, plan.dx, plan.dt, plan.n_steps)
+                       float(cells_per_wavelength), str(dtype), float(h), plan.shape, plan.dx, plan.dt, plan.n_steps,
+                       plan.min_steps, plan.decay_db, plan.window_steps)
     return PANJob(mesh=body, material=material, n_theta=int(n_theta), n_phi=int(n_phi), h=h, mass=mass,
                   inertia=inertia, R_b=R_b, radii=radii, duration=float(duration), plan=plan, c=float(c),
                   rho=float(rho), dtype=str(dtype), key=key)
@@ -128,14 +167,43 @@ def run_pan(job: PANJob, *, checkpoint_dir: str | Path | None = None, progress=N
     h = job.h
     t_shift = 2.0 * h                                     # pulse centre; field time 0 is the pulse centre
     pts = sample_points(job.R_b, job.n_theta, job.n_phi, len(job.radii))      # (nt, np, M, 3)
-    p = run_fields(MeshInside(job.mesh), job.plan, pts.reshape(-1, 3), PulseDrive(h, t_shift), job.c, job.rho,
-                   task_key=job.key, checkpoint_dir=checkpoint_dir, dtype=np.dtype(job.dtype), progress=progress,
-                   map_fn=map_fn)
-    p = p.reshape(6, job.n_theta, job.n_phi, len(job.radii), job.plan.n_steps)
-    meta = {"material": job.material.as_dict(), "grid": list(job.plan.shape), "dx": job.plan.dx,
-            "fdtd_dt": job.plan.dt, "fdtd_steps": job.plan.n_steps, "duration": job.duration,
+    M = len(job.radii)
+    shell = np.broadcast_to(np.arange(M), pts.shape[:3]).reshape(-1)           # fit shell of each receiver
+    weights = job.radii[shell] / job.radii[-1]            # decay test: R |p| (module docstring)
+    plan = job.plan
+    parts = run_fields(MeshInside(job.mesh), plan, pts.reshape(-1, 3), PulseDrive(h, t_shift), job.c, job.rho,
+                       task_key=job.key, checkpoint_dir=checkpoint_dir, dtype=np.dtype(job.dtype),
+                       progress=progress, map_fn=map_fn, decay_weights=weights, ragged=True)
+    steps = [int(a.shape[1]) for a in parts]
+    T = max(steps)
+    p = np.zeros((6, len(shell), T))
+    for f, a in enumerate(parts):
+        if steps[f] < T:                                   # fade out in retarded time, then zero-pad
+            t = (np.arange(T) + 1) * plan.dt - t_shift                 # field time of each sample
+            tau = t[None, :] - job.radii[shell][:, None] / job.c
+            tau_end = steps[f] * plan.dt - t_shift - job.radii[-1] / job.c
+            win = plan.window_steps * plan.dt
+            x = np.clip((tau_end - tau) / win, 0.0, 1.0)
+            a = np.pad(a, ((0, 0), (0, T - steps[f]))) * (0.5 - 0.5 * np.cos(np.pi * x))
+        p[f] = a
+    p = p.reshape(6, job.n_theta, job.n_phi, M, T)
+    lo, hi = plan.step_range()
+    decayed = [bool(has_decayed(decay_envelope(a, weights), plan)) for a in parts] if plan.adaptive else None
+    cut = [f for f in range(6) if plan.adaptive and steps[f] >= hi and not decayed[f]]
+    run = {"adaptive": plan.adaptive, "min_steps": lo, "max_steps": hi, "field_steps": steps,
+           "decay_db": plan.decay_db if plan.adaptive else None,
+           "decay_window_s": plan.window_steps * plan.dt if plan.adaptive else None,
+           "decayed": decayed, "cap_reached": bool(cut), "fields_cut_at_cap": cut}
+    if cut:
+        names = ["a_x", "a_y", "a_z", "alpha_x", "alpha_y", "alpha_z"]
+        warnings.warn(f"PAN precompute: field(s) {', '.join(names[f] for f in cut)} had not decayed by "
+                      f"{plan.decay_db:g} dB at the run-length cap of {hi * plan.dt * 1e3:.3g} ms ({hi} steps) and "
+                      "are cut there (asset meta fdtd_run.cap_reached); pass a larger max_duration to plan_pan to "
+                      "run them longer", PANPrecomputeWarning, stacklevel=2)
+    meta = {"material": job.material.as_dict(), "grid": list(plan.shape), "dx": plan.dx,
+            "fdtd_dt": plan.dt, "fdtd_steps": T, "duration": T * plan.dt, "fdtd_run": run,
             "code_version": CODE_VERSION, "dtype": job.dtype}
-    return fit_pan_field(p, radii=job.radii, c=job.c, rho=job.rho, dt=job.plan.dt, t_start=job.plan.dt - t_shift,
+    return fit_pan_field(p, radii=job.radii, c=job.c, rho=job.rho, dt=plan.dt, t_start=plan.dt - t_shift,
                          h=h, R_b=job.R_b, mass=job.mass, inertia=job.inertia, inputs_hash=job.key, meta=meta)
 
 
