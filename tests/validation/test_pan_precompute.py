@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 import trimesh
 
-from impactsound.materials import get_material
+from impactsound.materials import get_material, make_material
 from impactsound.scene.primitives import make_primitive
 from impactsound.sources.pan.field import sample_points
-from impactsound.sources.pan.precompute import MeshInside, PANPrecomputeWarning, PulseDrive, plan_pan, run_pan
+from impactsound.sources.pan.precompute import (MeshInside, PANPrecomputeWarning, PulseDrive, cached_pan_field,
+                                                pan_asset_path, plan_pan, run_pan)
 from impactsound.sources.pan.pulse import psi
 from impactsound.transfer.rigid_sphere import sphere_pressure
 from impactsound.wave.pan_solve import decay_envelope, has_decayed, plan_grid, solve_field
@@ -134,3 +135,22 @@ def test_fitted_sphere_field_matches_exact_radiation():
             exact = sphere_pressure(acc, dt, A, R, u[2], RHO, C)
             ev = fld.evaluate(2, (R * u)[None], t + (R - A) / C)[0]
             assert np.max(np.abs(ev - exact)) < tol * np.abs(exact).max(), (R, u)
+
+
+def test_cache_removes_a_leftover_checkpoint_folder(tmp_path):
+    """A run killed between writing the asset and removing its checkpoint folder leaves pan_<key>.ckpt/ behind:
+    the next lookup that finds the asset (computing or load_only) removes it; other keys' folders stay."""
+    ball = trimesh.creation.icosphere(subdivisions=2, radius=0.005)
+    job = plan_pan(ball, make_material("custom", E=5e6, nu=0.45, rho=1100))      # soft: coarse grid, fast
+    fld = cached_pan_field(job, cache=tmp_path)
+    path = pan_asset_path(job, tmp_path)
+    ckpt = path.with_suffix(".ckpt")
+    assert path.is_file() and not ckpt.exists()                                 # a clean run leaves no folder
+    other = tmp_path / "pan_0123456789abcdef0123456789abcdef01234567.ckpt"
+    for load_only in (False, True):
+        for d in (ckpt, other):
+            d.mkdir(exist_ok=True)
+            (d / "field0.h5").write_bytes(b"partial")
+        again = cached_pan_field(job, cache=tmp_path, load_only=load_only)
+        assert np.array_equal(again.q, fld.q)
+        assert not ckpt.exists() and other.is_dir()

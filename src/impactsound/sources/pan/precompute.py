@@ -216,18 +216,27 @@ def pan_asset_path(job: PANJob, cache=None) -> Path:
 def cached_pan_field(job: PANJob, *, cache=None, progress=None, map_fn=None, load_only: bool = False):
     """The PAN field of ``job`` from the asset cache, else precomputed (per-field checkpoints next to it, so an
     interrupted run resumes) and written atomically. A corrupted or stale file is rebuilt, never used.
-    With load_only, returns None instead of computing."""
+    With load_only, returns None instead of computing.
+
+    The checkpoint folder ``pan_<key>.ckpt`` is removed once the asset is written; a run killed between the
+    two leaves it behind, so whenever the asset of the same key loads, a leftover folder of that key is removed
+    too (its fields are in the asset)."""
+    import shutil
+
     from ...errors import AssetError
     from .field import PANField
     path = pan_asset_path(job, cache)
+    ckpt = path.with_suffix(".ckpt")
     try:
-        return PANField.load(path, inputs_hash=job.key)
+        fld = PANField.load(path, inputs_hash=job.key)
     except AssetError:
         if load_only:
             return None
-    ckpt = path.with_suffix(".ckpt")
+    else:
+        if ckpt.is_dir():
+            shutil.rmtree(ckpt, ignore_errors=True)
+        return fld
     fld = run_pan(job, checkpoint_dir=ckpt, progress=progress, map_fn=map_fn)
     fld.save(path)
-    import shutil
     shutil.rmtree(ckpt, ignore_errors=True)
     return fld
