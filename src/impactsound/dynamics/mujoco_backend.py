@@ -10,11 +10,13 @@ Model (built in memory with ``mujoco.MjSpec``)
 * Each body: a free joint at *our* body-frame origin (the centre of mass), an explicit inertial with our mass and
   our full 3x3 inertia about the COM (``fullinertia``; MuJoCo diagonalises it internally and stores the principal
   frame separately, ``body_iquat``, so the body frame it reports, ``xpos``/``xquat``, stays ours).
-* Its collision geom is the convex hull of our body-frame mesh. MuJoCo collides meshes as convex hulls anyway; a
-  concave body (bowl, mug) therefore behaves as its hull - a known limitation until a convex decomposition
-  (CoACD) is added; the sound models keep the original mesh. MuJoCo re-centres and re-orients a mesh to its own
-  inertial frame and compensates with the geom's pos/quat; that offset never reaches us because we read body
-  poses, not geom poses (tested against MuJoCo's geom vertices in tests/unit/test_dynamics.py).
+* Its collision geoms: the convex hull of our body-frame mesh for a convex body; for a concave one (bowl, mug:
+  mesh volume below 0.9 of its hull's) one mesh geom per part of a CoACD convex decomposition (convex.py; Wei et
+  al. 2022), cached like any asset, since MuJoCo collides every mesh as its convex hull. The body's mass and
+  inertia are ours, never computed from the geoms; the sound models keep the original mesh. MuJoCo re-centres
+  and re-orients a mesh to its own inertial frame and compensates with the geom's pos/quat; that offset never
+  reaches us because we read body poses, not geom poses (tested against MuJoCo's geom vertices in
+  tests/unit/test_dynamics.py).
 * Ground: an infinite plane z = height with the ground material.
 
 Contact parameters
@@ -52,12 +54,13 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 import numpy as np
 
 from ..errors import InputError, MeshError, SolverError
+from .convex import convex_parts
 from .events import GROUND, EventLog
 from .hygiene import V_MIN, RawContacts, clean_contacts
 
@@ -191,8 +194,9 @@ class MujocoModel:
     """A compiled scene: MuJoCo model and data plus the maps back to our bodies.
 
     geom_owner[g]: our body index of MuJoCo geom g (GROUND for the plane); hull_vertices[i]: the body-frame
-    (m) vertices of body i's collision hull (what MuJoCo collides); body_size[i] [m]: bounding-box diagonal;
-    omega0 [rad/s]: contact natural frequency; timestep [s].
+    (m) vertices of body i's convex hull (its lowest point is the mesh's); collision_parts[i]: convex.ConvexParts,
+    what MuJoCo collides (the hull, or the convex parts of a concave body, one geom each); body_size[i] [m]:
+    bounding-box diagonal; omega0 [rad/s]: contact natural frequency; timestep [s].
     """
 
     model: object
@@ -202,6 +206,7 @@ class MujocoModel:
     body_size: np.ndarray
     omega0: float
     timestep: float
+    collision_parts: list = field(default_factory=list)
 
 
 def _quat_rotate(q, v):
@@ -211,11 +216,15 @@ def _quat_rotate(q, v):
     return v + w * t + np.cross(u, t)
 
 
-def build_model(bodies, ground, timestep: float = 2e-4, *, contact_steps: float = 10.0) -> MujocoModel:
+def build_model(bodies, ground, timestep: float = 2e-4, *, contact_steps: float = 10.0, progress=None,
+                cache=None) -> MujocoModel:
     """Build and compile the MuJoCo model of ``bodies`` (list of scene Body) over ``ground`` (Ground or None).
 
     Initial state (positions, orientations, velocities) is set in ``data``; nothing is stepped. See the module
-    docstring for every modelling choice. Raises InputError / MeshError on invalid input.
+    docstring for every modelling choice. Concave bodies get a convex decomposition (convex.py), read from the
+    asset cache (folder ``cache``, default ``assets.cache_dir()``) or computed; ``progress`` (optional callable)
+    is then given a str naming the work, as Progress.stage's ``update`` takes. Raises InputError / MeshError on
+    invalid input.
     """
     import mujoco
     import trimesh
@@ -244,7 +253,8 @@ def build_model(bodies, ground, timestep: float = 2e-4, *, contact_steps: float 
         spec.worldbody.add_geom(name="ground", type=mujoco.mjtGeom.mjGEOM_PLANE, size=[0.0, 0.0, 1.0],
                                 pos=[0.0, 0.0, float(ground.height)], **contact_kw(ground.material))
 
-    hulls, sizes = [], []
+    hulls, sizes, collision = [], [], []
+    decomposed = False
     for i, b in enumerate(bodies):
         verts = np.asarray(b.mesh.vertices, np.float64)
         sv = np.linalg.svd(verts - verts.mean(axis=0), compute_uv=False)
@@ -261,7 +271,13 @@ def build_model(bodies, ground, timestep: float = 2e-4, *, contact_steps: float 
         hv = np.asarray(hull.vertices, np.float64)
         hulls.append(hv)
         sizes.append(float(np.linalg.norm(hv.max(axis=0) - hv.min(axis=0))))
-        spec.add_mesh(name=f"hull{i}", uservert=hv.ravel(), userface=np.asarray(hull.faces).ravel())
+        cp = convex_parts(verts, np.asarray(b.mesh.faces), name=f"body {b.name!r}", cache=cache,
+                          progress=progress)
+        collision.append(cp)
+        decomposed |= cp.seconds > 0
+        for k, (pv, pf) in enumerate(cp.parts):
+            spec.add_mesh(name=f"hull{i}_{k}", uservert=np.asarray(pv, np.float64).ravel(),
+                          userface=np.asarray(pf).ravel())
         q = np.asarray(b.quaternion, np.float64)
         body = spec.worldbody.add_body(name=f"body{i}", pos=np.asarray(b.position, np.float64),
                                        quat=q / np.linalg.norm(q))
@@ -272,15 +288,18 @@ def build_model(bodies, ground, timestep: float = 2e-4, *, contact_steps: float 
         body.fullinertia = [inertia[0, 0], inertia[1, 1], inertia[2, 2], inertia[0, 1], inertia[0, 2],
                             inertia[1, 2]]
         body.explicitinertial = True
-        body.add_geom(name=f"geom{i}", type=mujoco.mjtGeom.mjGEOM_MESH, meshname=f"hull{i}",
-                      **contact_kw(b.material))
+        for k in range(len(cp.parts)):
+            body.add_geom(name=f"geom{i}_{k}", type=mujoco.mjtGeom.mjGEOM_MESH, meshname=f"hull{i}_{k}",
+                          **contact_kw(b.material))
+    if decomposed and progress is not None:
+        progress("stepping")
     try:
         model = spec.compile()
     except ValueError as exc:
         msg = str(exc)
         who = ""
         for i, b in enumerate(bodies):
-            if f"body{i}'" in msg or f"hull{i}'" in msg or f"geom{i}'" in msg:
+            if f"body{i}'" in msg or f"hull{i}_" in msg or f"geom{i}_" in msg:
                 who = f"body {b.name!r}: "
         raise InputError(f"{who}MuJoCo rejected the model: {msg.splitlines()[0]} (check its inertia "
                          "(triangle inequality, positive) and mesh)") from None
@@ -297,7 +316,8 @@ def build_model(bodies, ground, timestep: float = 2e-4, *, contact_steps: float 
             np.array([[q[0], -q[1], -q[2], -q[3]]]), w_world[None])[0]
     geom_owner = model.geom_bodyid.astype(np.int64) - 1      # world body 0 -> GROUND (-1), body k -> k - 1
     return MujocoModel(model=model, data=data, geom_owner=geom_owner, hull_vertices=hulls,
-                       body_size=np.asarray(sizes, np.float64), omega0=omega0, timestep=float(timestep))
+                       body_size=np.asarray(sizes, np.float64), omega0=omega0, timestep=float(timestep),
+                       collision_parts=collision)
 
 
 def _check_initial_overlap(mm: MujocoModel, bodies, ground, v_min: float):
@@ -324,8 +344,8 @@ def _check_initial_overlap(mm: MujocoModel, bodies, ground, v_min: float):
             continue
         if -c.dist > tol:
             raise InputError(f"bodies {bodies[ia].name!r} and {bodies[ib].name!r} overlap by {-c.dist * 1e3:.3g} "
-                             "mm at t = 0 (their convex hulls are what collide; a body inside a concave one needs "
-                             "a convex decomposition, not supported yet); move them apart")
+                             "mm at t = 0 (what collides is each body's convex hull, or the convex parts of a "
+                             "concave one); move them apart")
 
 
 # ---- simulation ---------------------------------------------------------------------------------------------
@@ -424,7 +444,7 @@ def run_dynamics(bodies, ground, duration: float, timestep: float = 2e-4, *, v_m
         return DynamicsResult(events=EventLog.empty(), raw=RawContacts.empty(), time=n_steps * dt,
                               n_steps=n_steps, wall_time=0.0, position=z3, quaternion=np.zeros((0, 4)),
                               velocity=z3, angular_velocity=z3)
-    mm = build_model(bodies, ground, dt, contact_steps=contact_steps)
+    mm = build_model(bodies, ground, dt, contact_steps=contact_steps, progress=progress)
     _check_initial_overlap(mm, bodies, ground, v_min)
     m, d = mm.model, mm.data
     owner = mm.geom_owner
@@ -509,8 +529,10 @@ def simulate(bodies, ground, duration: float, timestep: float = 2e-4, *, v_min: 
     ``bodies``: scene Body list (mesh in body frame, COM at origin; mass kg; inertia kg m^2 about the COM, body
     axes; position m; quaternion w, x, y, z; velocity m/s; angular_velocity rad/s in the world frame).
     ``ground``: Ground (plane z = height, +z up) or None. ``v_min`` [m/s]: slower collisions are dropped.
-    ``progress``: optional callable(fraction in [0, 1]). ``contact_steps``: engine steps per undamped contact
-    (stiffness; see module docstring). Events carry the pose of each body frame at t0 (NaN for the ground).
+    ``progress``: optional callable(fraction in [0, 1]); before computing a concave body's convex decomposition
+    (not when it is cached) it is given a str naming that work, as Progress.stage's ``update`` takes. The
+    decomposition is cached in ``assets.cache_dir()`` ($IMPACTSOUND_CACHE). ``contact_steps``: engine steps per
+    undamped contact (stiffness; see module docstring). Events carry the pose of each body frame at t0 (NaN for the ground).
     """
     return run_dynamics(bodies, ground, duration, timestep, v_min=v_min, progress=progress,
                         contact_steps=contact_steps).events
