@@ -135,6 +135,8 @@ def test_interpolation_is_continuous_across_pole_and_seam(n_theta, n_phi):
     R, it, ip, w = angle_weights(pts, n_theta, n_phi)
     assert np.allclose(w.sum(-1), 1, atol=1e-14) and np.all(w >= -1e-15)
     assert it.min() >= 0 and it.max() < n_theta and ip.min() >= 0 and ip.max() < n_phi
+    R, it, ip, w = angle_weights(np.array([[np.nan, 0.0, 1.0], [np.inf, 0.0, 0.0]]), n_theta, n_phi)
+    assert np.all(it == 0) and np.all(ip == 0) and np.all(np.isnan(w))     # never an index off the grid
 
 
 def test_dipole_field_on_and_near_the_axis():

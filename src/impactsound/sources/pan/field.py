@@ -47,11 +47,13 @@ are zero (the minimum-norm choice); in the SVD fallback, singular values below r
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.linalg
 import scipy.sparse
+from numba import njit
 
 from ...assets.store import Asset, read_asset, write_asset
 from ...errors import AssetError, InputError
@@ -97,52 +99,80 @@ def sample_points(R_b: float, n_theta: int, n_phi: int, M: int = N_RADII, kappa:
     return direction_vectors(n_theta, n_phi)[:, :, None, :] * shell_radii(R_b, M, kappa)[None, None, :, None]
 
 
+@njit(cache=True, nogil=True)
+def _angle_corners(x, n_theta, n_phi, R, it, ip, w):
+    """angle_weights for points x (n, 3): R (n,), it / ip (n, 4) int32, w (n, 4) (module docstring)."""
+    two_pi = 2.0 * math.pi
+    for m in range(x.shape[0]):
+        px, py, pz = x[m, 0], x[m, 1], x[m, 2]
+        r = math.sqrt(px * px + py * py + pz * pz)
+        R[m] = r
+        if not r < math.inf:                           # NaN or infinite point: NaN weights on a valid corner
+            for c in range(4):
+                it[m, c] = 0
+                ip[m, c] = 0
+                w[m, c] = math.nan
+            continue
+        ct = min(max(pz / r, -1.0), 1.0) if r > 0 else 1.0
+        theta = math.acos(ct)
+        phi = math.atan2(py, px) % two_pi
+        v = phi * (n_phi / two_pi)
+        fl = math.floor(v)
+        fp = v - fl                                    # this side: columns ip0, ip0 + 1
+        ip0 = int(fl) % n_phi
+        vq = v + 0.5 * n_phi                           # across the pole (phi + pi): columns jp0, jp0 + 1
+        flq = math.floor(vq)
+        fq = vq - flq
+        jp0 = int(flq) % n_phi
+        u = min(max(theta * (n_theta / math.pi) - 0.5, -0.5), n_theta - 0.5)   # row coordinate
+        if u < 0.0:                                    # north cap: row 0 across the pole, then row 0 here
+            ft = u + 1.0
+            ta, a0, fa = 0, jp0, fq
+            tb, b0, fb = 0, ip0, fp
+        elif u > n_theta - 1.0:                        # south cap: last row here, then across the pole
+            ft = u - (n_theta - 1.0)
+            ta, a0, fa = n_theta - 1, ip0, fp
+            tb, b0, fb = n_theta - 1, jp0, fq
+        else:
+            t0 = min(int(math.floor(u)), max(n_theta - 2, 0))
+            ft = u - t0
+            ta, a0, fa = t0, ip0, fp
+            tb, b0, fb = min(t0 + 1, n_theta - 1), ip0, fp
+        it[m, 0] = ta
+        it[m, 1] = ta
+        it[m, 2] = tb
+        it[m, 3] = tb
+        ip[m, 0] = a0
+        ip[m, 1] = (a0 + 1) % n_phi
+        ip[m, 2] = b0
+        ip[m, 3] = (b0 + 1) % n_phi
+        w[m, 0] = (1.0 - ft) * (1.0 - fa)
+        w[m, 1] = (1.0 - ft) * fa
+        w[m, 2] = ft * (1.0 - fb)
+        w[m, 3] = ft * fb
+
+
 def angle_weights(points, n_theta: int, n_phi: int):
     """Bilinear interpolation in (theta, phi), continued across the poles, for body-frame points (..., 3) [m]
     (module docstring).
 
-    Returns (R (...,) [m], it (..., 4) theta rows, ip (..., 4) phi columns, w (..., 4) weights): the
+    Returns (R (...,) [m], it (..., 4) theta rows, ip (..., 4) phi columns (int32), w (..., 4) weights): the
     interpolated value of a grid function f is sum_c w[..., c] f[it[..., c], ip[..., c]]. Points at the origin
     get R = 0 (callers reject them) and the north-pole weights.
     """
     x = np.asarray(points, np.float64)
     n_theta, n_phi = int(n_theta), int(n_phi)
-    R = np.sqrt(np.einsum("...i,...i->...", x, x))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        ct = np.clip(np.where(R > 0, x[..., 2] / np.where(R > 0, R, 1.0), 1.0), -1.0, 1.0)
-    theta = np.arccos(ct)
-    phi = np.mod(np.arctan2(x[..., 1], x[..., 0]), 2.0 * np.pi)
-
-    def cell(v):                                        # phi columns either side of v (in cells) and fraction
-        fl = np.floor(v)
-        b0 = np.mod(fl.astype(np.int64), n_phi)
-        return b0, np.mod(b0 + 1, n_phi), v - fl
-
-    v = phi * (n_phi / (2.0 * np.pi))
-    ip0, ip1, fp = cell(v)
-    jp0, jp1, fq = cell(v + 0.5 * n_phi)                # the same row across the pole (phi + pi)
-    u = np.clip(theta * (n_theta / np.pi) - 0.5, -0.5, n_theta - 0.5)       # row coordinate
-    north = u < 0.0
-    south = u > n_theta - 1.0
-    it0 = np.clip(np.floor(u).astype(np.int64), 0, max(n_theta - 2, 0))
-    ft = np.where(north, u + 1.0, np.where(south, u - (n_theta - 1.0), u - it0))
-    it1 = np.minimum(it0 + 1, n_theta - 1)
-    last = n_theta - 1
-    z = np.zeros_like(it0)
-    # corners (row a, column b) with weights along theta (1 - ft | ft) and phi; in a cap the far side of the
-    # meridian is the first/last row at phi + pi (columns jp, fraction fq)
-    ta = np.where(north, z, np.where(south, last, it0))
-    tb = np.where(north, z, np.where(south, last, it1))
-    a0 = np.where(north, jp0, ip0)
-    a1 = np.where(north, jp1, ip1)
-    fa = np.where(north, fq, fp)
-    b0 = np.where(south, jp0, ip0)
-    b1 = np.where(south, jp1, ip1)
-    fb = np.where(south, fq, fp)
-    it = np.stack([ta, ta, tb, tb], axis=-1)
-    ip = np.stack([a0, a1, b0, b1], axis=-1)
-    w = np.stack([(1 - ft) * (1 - fa), (1 - ft) * fa, ft * (1 - fb), ft * fb], axis=-1)
-    return R, it, ip, w
+    if n_theta < 1 or n_phi < 1:
+        raise InputError(f"PAN direction grid: n_theta = {n_theta} and n_phi = {n_phi} must be >= 1")
+    shp = x.shape[:-1]
+    xf = np.ascontiguousarray(x.reshape(-1, 3))
+    n = xf.shape[0]
+    R = np.empty(n)
+    it = np.empty((n, 4), np.int32)
+    ip = np.empty((n, 4), np.int32)
+    w = np.empty((n, 4))
+    _angle_corners(xf, n_theta, n_phi, R, it, ip, w)
+    return R.reshape(shp), it.reshape(shp + (4,)), ip.reshape(shp + (4,)), w.reshape(shp + (4,))
 
 
 # ---------------------------------------------------------------------------------------------------------------
