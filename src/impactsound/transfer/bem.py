@@ -12,10 +12,11 @@ K' adjoint double layer, W hypersingular; its normals point into the exterior) t
     W p = -(1/2 I + K') g                        (its normal derivative, fails at other frequencies)
 
 and the Burton-Miller combination (1/2 I - K + a W) p = -V g - a (1/2 I + K') g with a = i/k has a unique solution
-at every k (Burton & Miller 1971: any coupling with Im a != 0). Choice: Burton-Miller over CHIEF points. CHIEF
-needs interior points that avoid the nodal surfaces of every interior eigenfunction, which cannot be guaranteed
-for arbitrary meshes and modes; Burton-Miller is robust at the price of assembling W (about a third of the
-assembly time, measured in bench/bench_bem.py).
+at every k (Burton & Miller 1971: any coupling with Im a != 0). Default: CHIEF (Schenck 1968): the plain equation
+plus rows 0 = (D p - S g)(x) at interior points, solved in least squares; it needs no hypersingular operator
+(bempp-cl's Numba one was measured erratic, 9-200 s at 1280 triangles). CHIEF needs interior points that avoid the
+nodal surfaces of every interior eigenfunction, which cannot be guaranteed for thin objects: when its
+least-squares residual shows conflicting rows, that wavenumber is solved with Burton-Miller instead (warned).
 
 Discretisation: Galerkin, p in continuous piecewise-linear functions (P1, needed by W), g piecewise constant per
 triangle (DP0: n . u with the exact flat-face normal), dense assembly (meshes here have <= ~10^4 triangles).
@@ -146,6 +147,10 @@ def opencl_problem(timeout: float = 600.0) -> str | None:
                     reason = f"a probe solve with it failed ({why or f'exit status {r.returncode}'})"
     _OPENCL_PROBE.append(reason)
     return reason
+
+
+class BemFallbackWarning(UserWarning):
+    """A CHIEF solve was inconsistent and Burton-Miller was used for that wavenumber."""
 
 
 @dataclass
@@ -319,6 +324,12 @@ def solve_neumann(vertices: np.ndarray, faces: np.ndarray, k: float, g: np.ndarr
         x = np.linalg.solve(A, b)
     res = float(np.linalg.norm(A @ x - b) / max(np.linalg.norm(b), 1e-300))
     tol = RESIDUAL_TOL if method != "chief" else CHIEF_RESIDUAL_TOL
+    if method == "chief" and not (np.isfinite(res) and res <= tol):
+        # CHIEF rows conflict when the interior points cannot avoid every interior eigenfunction's nodal surface
+        # (thin objects: a 6 mm plate gave 0.27 at k = 72.5 1/m); Burton-Miller has a unique solution at every k
+        warnings.warn(f"BEM at k = {k:.6g} 1/m: CHIEF least-squares residual {res:.3g} > {tol:g}; solved with "
+                      "Burton-Miller instead", BemFallbackWarning)
+        return solve_neumann(vertices, faces, k, g, method="burton-miller", check=False, backend=backend)
     if not np.isfinite(res) or res > tol:
         raise SolverError(f"BEM solve at k = {k:.6g} 1/m did not converge: relative residual {res:.3g} > "
                           f"{tol:g}; not stored (refine the surface mesh, or check it for degenerate triangles)")
