@@ -122,6 +122,17 @@ def test_convex_body_gets_exactly_one_part_without_coacd(mesh, monkeypatch, tmp_
     assert int((mm.geom_owner == 0).sum()) == 1
 
 
+def test_without_coacd_a_concave_body_collides_as_its_hull_with_a_warning(monkeypatch, tmp_path):
+    def missing(*a, **k):
+        raise ImportError("No module named 'coacd'")
+
+    monkeypatch.setattr(convex, "_run_coacd", missing)
+    m = trough()
+    with pytest.warns(UserWarning, match="pip install coacd"):
+        cp = convex.convex_parts(m.vertices, m.faces, name="body 'trough'", cache=tmp_path)
+    assert not cp.decomposed and len(cp.parts) == 1 and list(tmp_path.iterdir()) == []
+
+
 def test_decomposition_is_cached_and_a_corrupted_cache_file_is_recomputed(monkeypatch, tmp_path):
     m = trough()
     said = []
@@ -158,6 +169,20 @@ def test_decomposition_is_cached_and_a_corrupted_cache_file_is_recomputed(monkey
     other = dict(convex.COACD_PARAMS, threshold=0.05)
     assert convex.decomposition_hash(m.vertices, m.faces, other) != convex.decomposition_hash(m.vertices, m.faces)
     assert convex.decomposition_hash(m.vertices * 1.01, m.faces) != convex.decomposition_hash(m.vertices, m.faces)
+
+
+def test_progress_names_a_decomposition_being_computed_not_a_cached_one(monkeypatch, tmp_path):
+    monkeypatch.setenv("IMPACTSOUND_CACHE", str(tmp_path))
+    bodies = [body_of("trough", trough(), WOOD, (0, 0, 0)), ball_body(0.005, (0.0, 0.0, 0.1))]
+    seen = []
+    run_dynamics(bodies, Ground(material=WOOD), 0.01, 2e-4, progress=seen.append)
+    said = [s for s in seen if isinstance(s, str)]
+    assert said == ["convex decomposition of body 'trough'", "stepping"]
+    nums = [s for s in seen if not isinstance(s, str)]
+    assert nums[0] == 0.0 and nums[-1] == 1.0
+    seen.clear()
+    run_dynamics(bodies, Ground(material=WOOD), 0.01, 2e-4, progress=seen.append)
+    assert not any(isinstance(s, str) for s in seen)
 
 
 def test_decomposition_is_deterministic(tmp_path):

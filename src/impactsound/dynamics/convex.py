@@ -25,6 +25,7 @@ recomputed and rewritten atomically.
 from __future__ import annotations
 
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -119,7 +120,13 @@ def _hull(vertices) -> tuple[np.ndarray, np.ndarray] | None:
 def _run_coacd(vertices, faces, params) -> list:
     import coacd
 
+    from ..parallel import default_threads
+
     coacd.set_log_level("error")     # CoACD logs every iteration on stdout otherwise
+    try:                             # its OpenMP threads, capped like every kernel ($IMPACTSOUND_THREADS); the
+        coacd._lib.omp_set_num_threads(default_threads())   # parts do not depend on the thread count
+    except AttributeError:           # a build without the symbol: OpenMP's own default
+        pass
     return coacd.run_coacd(coacd.Mesh(np.asarray(vertices, np.float64), np.asarray(faces, np.int32)), **params)
 
 
@@ -189,11 +196,16 @@ def convex_parts(vertices, faces, *, name: str = "mesh", cache=None, progress=No
     if progress is not None:
         progress(f"convex decomposition of {name}")
     t0 = time.perf_counter()
-    parts = _decompose(vertices, faces, params)
+    try:
+        parts = _decompose(vertices, faces, params)
+    except ImportError as exc:                  # the hull is still a valid (if too large) collider
+        warnings.warn(f"{name}: no convex decomposition ({exc}; pip install coacd): this concave body collides "
+                      "as its convex hull", stacklevel=2)
+        return ConvexParts(parts=[hull], decomposed=False, volume_ratio=ratio)
     seconds = time.perf_counter() - t0
-    if not parts:                               # CoACD gave nothing usable: the hull is still a valid collider
-        import warnings
-        warnings.warn(f"{name}: the convex decomposition failed; it collides as its convex hull", stacklevel=2)
+    if not parts:
+        warnings.warn(f"{name}: the convex decomposition gave no usable part; it collides as its convex hull",
+                      stacklevel=2)
         return ConvexParts(parts=[hull], decomposed=False, volume_ratio=ratio, seconds=seconds)
     write_asset(path, _to_asset(parts, key, {"params": params, "coacd_version": _coacd_version(),
                                              "volume_ratio": ratio, "seconds": seconds, "n_parts": len(parts),

@@ -254,7 +254,13 @@ def build_model(bodies, ground, timestep: float = 2e-4, *, contact_steps: float 
                                 pos=[0.0, 0.0, float(ground.height)], **contact_kw(ground.material))
 
     hulls, sizes, collision = [], [], []
-    decomposed = False
+    said = []                           # what convex_parts announced (a decomposition being computed)
+
+    def announce(what):
+        said.append(what)
+        if progress is not None:
+            progress(what)
+
     for i, b in enumerate(bodies):
         verts = np.asarray(b.mesh.vertices, np.float64)
         sv = np.linalg.svd(verts - verts.mean(axis=0), compute_uv=False)
@@ -272,9 +278,8 @@ def build_model(bodies, ground, timestep: float = 2e-4, *, contact_steps: float 
         hulls.append(hv)
         sizes.append(float(np.linalg.norm(hv.max(axis=0) - hv.min(axis=0))))
         cp = convex_parts(verts, np.asarray(b.mesh.faces), name=f"body {b.name!r}", cache=cache,
-                          progress=progress)
+                          progress=announce)
         collision.append(cp)
-        decomposed |= cp.seconds > 0
         for k, (pv, pf) in enumerate(cp.parts):
             spec.add_mesh(name=f"hull{i}_{k}", uservert=np.asarray(pv, np.float64).ravel(),
                           userface=np.asarray(pf).ravel())
@@ -291,7 +296,7 @@ def build_model(bodies, ground, timestep: float = 2e-4, *, contact_steps: float 
         for k in range(len(cp.parts)):
             body.add_geom(name=f"geom{i}_{k}", type=mujoco.mjtGeom.mjGEOM_MESH, meshname=f"hull{i}_{k}",
                           **contact_kw(b.material))
-    if decomposed and progress is not None:
+    if said and progress is not None:
         progress("stepping")
     try:
         model = spec.compile()
@@ -532,7 +537,8 @@ def simulate(bodies, ground, duration: float, timestep: float = 2e-4, *, v_min: 
     ``progress``: optional callable(fraction in [0, 1]); before computing a concave body's convex decomposition
     (not when it is cached) it is given a str naming that work, as Progress.stage's ``update`` takes. The
     decomposition is cached in ``assets.cache_dir()`` ($IMPACTSOUND_CACHE). ``contact_steps``: engine steps per
-    undamped contact (stiffness; see module docstring). Events carry the pose of each body frame at t0 (NaN for the ground).
+    undamped contact (stiffness; see module docstring). Events carry the pose of each body frame at t0 (NaN for
+    the ground).
     """
     return run_dynamics(bodies, ground, duration, timestep, v_min=v_min, progress=progress,
                         contact_steps=contact_steps).events
