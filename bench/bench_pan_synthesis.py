@@ -57,7 +57,7 @@ def numpy_reference(fld: PANField, t0, tau, amp, xl, fs, n):
     R, it, ip, w = angle_weights(xl[:, 0], fld.n_theta, fld.n_phi)
     span = (fld.n_coef + 4) * fld.dt_q
     for e in range(len(t0)):
-        qc = sum(w[e, c] * q[:, it[e, c // 2], ip[e, c % 2]] for c in range(4))   # (6, N, n_coef)
+        qc = sum(w[e, c] * q[:, it[e, c], ip[e, c]] for c in range(4))   # (6, N, n_coef)
         G = np.einsum("i,ink,n->k", amp[e], qc, R[e] ** -(np.arange(fld.n_terms) + 1.0))
         ks = np.arange(1, int(np.ceil(tau[e] / fld.h)))
         S = np.sin(np.pi * ks * fld.h / tau[e])

