@@ -395,6 +395,9 @@ def transfer_precompute(obj: _Ctx, modal_asset: Path, terms, max_modes, max_face
     if backend != "numba":
         from .transfer import bem
         bem.use_backend(backend)                       # a missing driver is an error before any work starts
+    if model.n_modes == 0:
+        raise InputError(f"{modal_asset}: the modal model has no modes (none below its f_max of "
+                         f"{_g(model.meta.get('f_max', float('nan')))} Hz): there is nothing to radiate")
     n = model.n_modes if max_modes is None else min(max_modes, model.n_modes)
     obj.progress.message(f"{modal_asset.name}: {n} modes, {model.frequencies_hz[0]:.0f}-"
                          f"{model.frequencies_hz[n - 1]:.0f} Hz, {len(model.surface_faces)} surface triangles")

@@ -108,3 +108,19 @@ def test_near_field_uses_the_bem_solution_and_matches_the_exact_sphere_fields(tm
             err = np.abs(p[:, j] - ref) / np.abs(ref).max()
             assert err.max() < (0.02, 0.03)[j], (r, j, err.max())    # issue 4: 2 % pulsating, 3 % oscillating
         assert set(tm._solutions) == ({0, 1} if r < tm.inner_radius else set())  # near points: BEM path
+
+
+def test_transfer_of_a_model_without_modes_is_a_clear_error(tmp_path, capsys):
+    """A small steel ball has no modes below 20 kHz: its modal asset holds none, and transfer precompute says so
+    (exit 2, one line) instead of failing on an empty frequency list."""
+    import trimesh
+    ball = tmp_path / "ball.stl"
+    trimesh.creation.icosphere(subdivisions=2, radius=0.004).export(ball)
+    asset = tmp_path / "ball.h5"
+    r = CliRunner().invoke(cli, ["-q", "modes", str(ball), "--material", "steel", "--order", "1", "--out", str(asset)])
+    assert r.exit_code == 0, r.output
+    from impactsound.cli import main
+    capsys.readouterr()
+    assert main(["-q", "transfer", "precompute", str(asset)]) == 2
+    err = capsys.readouterr().err
+    assert "ball.h5" in err and "no modes" in err and err.count("\n") == 1
