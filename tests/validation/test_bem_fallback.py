@@ -47,3 +47,15 @@ def test_vectorised_sincos_matches_libm():
         return e
 
     assert worst(np.linspace(0.0, 2000.0, 400001)) < 5e-15
+
+
+def test_importing_bempp_leaves_no_temporary_folder(tmp_path):
+    """bempp-cl makes a temporary folder at import; a process that used the BEM leaves none behind."""
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, TMPDIR=str(tmp_path))
+    r = subprocess.run([sys.executable, "-c", "from impactsound.transfer import bem; bem._api()"], env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert list(tmp_path.iterdir()) == []

@@ -61,6 +61,13 @@ def _api():
             warnings.simplefilter("ignore")
             import bempp_cl.api as api
         api.DEFAULT_DEVICE_INTERFACE = "numba"
+        # bempp-cl makes a temporary folder at import (for its own plots and exports, which we never use) and
+        # leaves it behind: remove it when this process ends
+        tmp = getattr(api, "TMP_PATH", None)
+        if tmp and os.path.isdir(tmp):
+            import atexit
+            import shutil
+            atexit.register(shutil.rmtree, tmp, True)
         _bempp = api
     return _bempp
 
