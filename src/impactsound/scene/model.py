@@ -69,7 +69,7 @@ class Scene:
     max_modes: int = 200
     # acceleration noise: objects whose PAN precompute would exceed this many FDTD cell updates (~4 s per 1e9
     # on 2 cores) are skipped with a message, unless their field is already cached (`impactsound pan precompute`)
-    pan_budget: float = 1.2e10
+    pan_budget: float = 2.0e10
     transfer: str = "auto"            # modal radiation: "auto" (FDTD-fitted FFAT), "ffat" (BEM), "low_order"
     transfer_max_modes: int = 20      # modes given FFAT maps when the scene precomputes them
     path: str = "<scene>"

@@ -83,7 +83,7 @@ class SceneSpec(_Strict):
     event_log: str | None = None
     modal_order: int = 2
     max_modes: int = 200
-    pan_budget: float = Field(default=1.2e10, gt=0)
+    pan_budget: float = Field(default=2.0e10, gt=0)
     transfer: Literal["auto", "ffat", "low_order"] = "auto"
     transfer_max_modes: int = Field(default=20, ge=1)
 
