@@ -391,10 +391,14 @@ def transfer_precompute(obj: _Ctx, modal_asset: Path, terms, max_modes, max_face
         raise InputError(f"{modal_asset}: no such modal asset (make one with `impactsound modes MESH --out A.h5`)")
     model = ModalModel.load(modal_asset)
     out = out or modal_asset.with_suffix(".ffat.h5")
-    settings = TransferSettings(terms=terms, max_modes=max_modes, max_faces=max_faces, backend=backend)
     if backend != "numba":
         from .transfer import bem
-        bem.use_backend(backend)                       # a missing driver is an error before any work starts
+        try:
+            bem.use_backend(backend)                   # probed in a subprocess before any work starts
+        except InputError as e:
+            click.echo(f"warning: {e}; using the numba backend instead (same results to ~1e-13)", err=True)
+            backend = "numba"
+    settings = TransferSettings(terms=terms, max_modes=max_modes, max_faces=max_faces, backend=backend)
     if model.n_modes == 0:
         raise InputError(f"{modal_asset}: the modal model has no modes (none below its f_max of "
                          f"{_g(model.meta.get('f_max', float('nan')))} Hz): there is nothing to radiate")

@@ -124,3 +124,17 @@ def test_transfer_of_a_model_without_modes_is_a_clear_error(tmp_path, capsys):
     assert main(["-q", "transfer", "precompute", str(asset)]) == 2
     err = capsys.readouterr().err
     assert "ball.h5" in err and "no modes" in err and err.count("\n") == 1
+
+
+def test_unusable_opencl_backend_falls_back_to_numba_with_the_reason(modal_asset, tmp_path, capsys, monkeypatch):
+    """--backend opencl where the subprocess probe failed: one warning naming the reason, then the numba backend
+    (the asset records numba, whose results it holds)."""
+    from impactsound.cli import main
+    from impactsound.transfer import bem
+    monkeypatch.setattr(bem, "_OPENCL_PROBE", ["a probe solve with it crashed (SIGABRT: LLVM ERROR)"])
+    out = tmp_path / "t.h5"
+    assert main(["-q", "transfer", "precompute", str(modal_asset), "--terms", "1", "--max-modes", "1",
+                 "--backend", "opencl", "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "SIGABRT" in err and "numba backend instead" in err
+    assert TransferModel.load(out).meta["settings"]["backend"] == "numba"
