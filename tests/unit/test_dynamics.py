@@ -289,6 +289,82 @@ def test_event_pose_is_the_body_pose_at_t0():
     assert np.linalg.norm(ev.point[0, :2] - lowest[:2]) < 1e-3
 
 
+# ---- resting support -----------------------------------------------------------------------------------------
+def test_ball_dropped_on_a_resting_box_records_the_floor_as_the_box_support():
+    """A 3 cm steel ball dropped onto a 4 cm cube resting on the floor: every ball-cube event gives the cube (body a)
+    the floor as its support (normal +z, a point on the floor under the cube) and the ball (in flight) none."""
+    s = 0.04
+    cube = box("cube", (s, s, s), 0.0)
+    b = ball("ball", 0.015, s + 0.03, xy=(0.006, 0.0))
+    ev = simulate([cube, b], Ground(material=WOOD), 0.2, DT)
+    assert len(ev) >= 2 and np.all(ev.a == 0) and np.all(ev.b == 1)
+    np.testing.assert_allclose(ev.support_a_normal, np.tile([0.0, 0.0, 1.0], (len(ev), 1)), atol=1e-6)
+    assert np.abs(ev.support_a_point[:, 2]).max() < 1e-3
+    assert np.abs(ev.support_a_point[:, :2]).max() < s / 2
+    assert np.isnan(ev.support_b_point).all() and np.isnan(ev.support_b_normal).all()
+
+
+def test_bodies_in_flight_have_no_support():
+    """A ball landing on the ground and a box landing flat: free in the air until they land (NaN support), and
+    the ground never has one."""
+    ev = simulate([ball("ball", 0.01, 0.1)], Ground(material=STEEL), 0.2, DT)
+    assert len(ev) >= 1 and np.isnan(ev.support_b_point[0]).all() and np.isnan(ev.support_a_point).all()
+    ev = simulate([box("box", (0.1, 0.06, 0.04), 0.1)], Ground(material=WOOD), 0.2, DT)
+    first = ev.t == ev.t[0]
+    assert first.sum() == 4 and np.isnan(ev.support_b_point[first]).all()
+
+
+def test_a_load_on_top_is_not_the_support_of_the_body_below():
+    """A 3 cm box resting on a 6 cm slab on the floor, the slab struck on its side by a ball: the slab's support is
+    the floor (normal +z, point on the floor), not a point between the floor and the box above it (whose contact
+    pushes the slab down, against the net reaction: with it, the point would be ~5 mm up)."""
+    slab = box("slab", (0.06, 0.06, 0.02), 0.0, mat=STEEL)
+    top = box("top", (0.03, 0.03, 0.03), 0.0, mat=STEEL)
+    top.position[2] += 0.02
+    bead = ball("bead", 0.006, 0.004, xy=(-0.06, 0.0), vel=(1.0, 0.0, 0.0))
+    ev = simulate([slab, top, bead], Ground(material=WOOD), 0.1, DT)
+    hit = (ev.a == 0) & (ev.b == 2)
+    assert hit.sum() >= 1
+    k = int(np.flatnonzero(hit)[0])
+    np.testing.assert_allclose(ev.support_a_normal[k], [0, 0, 1], atol=1e-6)
+    assert abs(ev.support_a_point[k, 2]) < 1e-3
+    assert np.isnan(ev.support_b_point[k]).all()
+
+
+def test_support_from_raw_contacts_is_the_force_weighted_centroid():
+    """Engine-independent (hygiene.clean_contacts on synthetic rows): a box resting on four corners with unequal
+    normal forces is struck from above by a ball at t = 10 ms; its support is the force-weighted centroid of the
+    corners and their mean normal. A corner missing from the struck step (engine flicker) is bridged by the last
+    step within max_gap."""
+    from impactsound.dynamics import RawContacts, clean_contacts
+    dt, n = 1e-4, 200
+    corners = np.array([[-0.02, -0.02, 0.0], [0.02, -0.02, 0.0], [0.02, 0.02, 0.0], [-0.02, 0.02, 0.0]])
+    force = np.array([1.0, 2.0, 3.0, 4.0])                          # normal forces [N]
+    rows = []
+    for k in range(n):
+        for c in range(4):
+            rows.append((k * dt, k, GROUND, 0, *corners[c], 0, 0, 1, 0, 0, force[c] * dt, 0.001))
+    for k in range(100, 110):                                       # the ball's collision from above
+        rows.append((k * dt, k, 0, 1, 0.0, 0.0, 0.04, 0, 0, 1, 0, 0, 0.01, 1.0 if k == 100 else -0.1))
+    r = np.array(rows, float)
+    raw = RawContacts(t=r[:, 0], step=r[:, 1], a=r[:, 2], b=r[:, 3], point=r[:, 4:7], normal=r[:, 7:10],
+                      impulse=r[:, 10:13], vn=r[:, 13])
+    ev = clean_contacts(raw, [0.07, 0.03]).to_event_log(["box", "ball"])
+    assert len(ev) == 1 and (ev.a[0], ev.b[0]) == (0, 1)
+    want = (force[:, None] * corners).sum(axis=0) / force.sum()
+    np.testing.assert_allclose(ev.support_a_point[0], want, atol=1e-12)
+    np.testing.assert_allclose(ev.support_a_normal[0], [0, 0, 1], atol=1e-12)
+    assert np.isnan(ev.support_b_point[0]).all()
+    # flicker: no resting rows at the struck step; the step before is used
+    gone = (raw.step == 100) & (raw.b == 0)
+    ev = clean_contacts(raw.select(~gone), [0.07, 0.03]).to_event_log(["box", "ball"])
+    np.testing.assert_allclose(ev.support_a_point[0], want, atol=1e-12)
+    # before the corners have settled (2 ms) the box is not resting: free
+    late = raw.select((raw.b == 1) | (raw.t >= 9e-3))
+    ev = clean_contacts(late, [0.07, 0.03]).to_event_log(["box", "ball"])
+    assert np.isnan(ev.support_a_point[0]).all()
+
+
 # ---- validation and API ------------------------------------------------------------------------------------
 def test_invalid_inputs_raise_input_errors_naming_body_and_field():
     g = Ground(material=STEEL)

@@ -25,6 +25,55 @@ def test_roundtrip(tmp_path, suffix):
         assert np.array_equal(getattr(back, k), getattr(log, k), equal_nan=True), k
 
 
+@pytest.mark.parametrize("suffix", [".csv", ".npz"])
+def test_support_columns_roundtrip(tmp_path, suffix):
+    """The optional support columns (a body's resting support: point and unit normal into the body, NaN when
+    free) survive CSV and NPZ, NaN rows included."""
+    log = _log()
+    log.support_a_point[1] = [0.1, -0.2, 0.0]
+    log.support_a_normal[1] = [0.0, 0.0, 1.0]
+    log.support_b_point[2] = [0.3, 0.25, 0.05]
+    log.support_b_normal[2] = [0.0, 0.6, 0.8]
+    p = log.save(tmp_path / f"ev{suffix}")
+    back = EventLog.load(p, ["ball", "die"])
+    for k in ("support_a_point", "support_a_normal", "support_b_point", "support_b_normal"):
+        assert np.array_equal(getattr(back, k), getattr(log, k), equal_nan=True), k
+    assert np.isnan(back.support_a_point[[0, 2, 3]]).all() and np.isnan(back.support_b_normal[[0, 1, 3]]).all()
+    if suffix == ".csv":
+        header = p.read_text().splitlines()[0].split(",")
+        assert header[-12:] == ["sa_px", "sa_py", "sa_pz", "sa_nx", "sa_ny", "sa_nz",
+                                "sb_px", "sb_py", "sb_pz", "sb_nx", "sb_ny", "sb_nz"]
+    back = back.select(np.array([False, True, True, False]))            # select and concat keep them
+    both = EventLog.concat([back, back])
+    assert np.array_equal(both.support_b_normal[2:], back.support_b_normal[[1, 1]])
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".npz"])
+def test_logs_without_support_columns_load_with_free_bodies(tmp_path, suffix):
+    p = tmp_path / f"ev{suffix}"
+    if suffix == ".csv":
+        p.write_text(HEADER + ROW)
+    else:
+        np.savez(p, t=[0.1], a=np.array(["ground"]), b=np.array(["ball"]), point=[[0, 0, 0]], normal=[[0, 0, 1.0]],
+                 impulse=[[0, 0, 0.01]], vn=[1.0])
+    log = EventLog.load(p, ["ball"])
+    for k in ("support_a_point", "support_a_normal", "support_b_point", "support_b_normal"):
+        assert getattr(log, k).shape == (1, 3) and np.isnan(getattr(log, k)).all()
+
+
+def test_bad_support_columns_are_named(tmp_path):
+    p = tmp_path / "ev.csv"
+    head = HEADER.strip() + ",sb_px,sb_py,sb_pz,sb_nx,sb_ny,sb_nz\n"
+    p.write_text(head + ROW.strip() + ",0,0,0,0,0,2\n")
+    with pytest.raises(InputError, match=r"row 2, columns sb_px,.*sb_nz: the support normal of body_b is not a unit"):
+        EventLog.load(p, ["ball"])
+    p.write_text(head + ROW.strip() + ",0,0,0,,,\n".replace(",,,", ",nan,nan,nan"))
+    with pytest.raises(InputError, match=r"row 2, columns sb_px,.*: the support of body_b is given only in part"):
+        EventLog.load(p, ["ball"])
+    p.write_text(head + ROW.strip() + ",nan,nan,nan,nan,nan,nan\n")
+    assert np.isnan(EventLog.load(p, ["ball"]).support_b_point).all()
+
+
 def test_missing_column_named(tmp_path):
     p = tmp_path / "ev.csv"
     p.write_text("time,body_a,body_b,px,py,pz,nx,ny,nz,jx,jy,jz\n0,ground,ball,0,0,0,0,0,1,0,0,1\n")

@@ -2,18 +2,26 @@
 
 One event is one merged collision (specs/modal-sound.md sec. 8; design.md "ContactEvent"):
 
-==============  ======  ========================================================================================
-column          unit    meaning
-==============  ======  ========================================================================================
-t               s       start time t0 of the collision
-a, b            -       body indices into the scene's objects; -1 is the ground / static world
-point           m       world contact point (3,)
-normal          -       unit contact normal (3,), pointing from body a to body b
-impulse         N s     impulse on body b (3,); body a receives the opposite
-vn              m/s     relative normal approach speed at first contact (>= 0)
-pos_a, pos_b    m       world position of each body's centre of mass at t0 (NaN when unknown/ground)
-quat_a, quat_b  -       world orientation (w, x, y, z) of each body frame at t0 (NaN when unknown/ground)
-==============  ======  ========================================================================================
+================  ======  ========================================================================================
+column            unit    meaning
+================  ======  ========================================================================================
+t                 s       start time t0 of the collision
+a, b              -       body indices into the scene's objects; -1 is the ground / static world
+point             m       world contact point (3,)
+normal            -       unit contact normal (3,), pointing from body a to body b
+impulse           N s     impulse on body b (3,); body a receives the opposite
+vn                m/s     relative normal approach speed at first contact (>= 0)
+pos_a, pos_b      m       world position of each body's centre of mass at t0 (NaN when unknown/ground)
+quat_a, quat_b    -       world orientation (w, x, y, z) of each body frame at t0 (NaN when unknown/ground)
+support_a_point   m       world point of body a's equivalent resting support at t0 (3,); NaN when a is free
+support_a_normal  -       unit normal (3,) of that support, pointing from the support into body a; NaN when free
+support_b_*       m, -    the same for body b (support_b_point, support_b_normal)
+================  ======  ========================================================================================
+
+Support: the resting contacts a body has at t0 (contacts that have been calm, approach speed below v_min, for the
+settle time; dynamics/hygiene.py), reduced to one equivalent support: the normal-force-weighted centroid of their
+points and their normal-force-weighted mean normal. Acceleration noise uses it to let the support answer an impulse
+that pushes the body into it (sources/pan/timescale.py); logs without these columns treat every body as free.
 
 Event logs are read from and written to CSV or NPZ (see docs/event-log.md); other engines (Blender, Bullet, your
 own) can write them and skip our dynamics.
@@ -31,13 +39,18 @@ from ..errors import InputError
 
 GROUND = -1
 
-_VEC = {"point": 3, "normal": 3, "impulse": 3, "pos_a": 3, "pos_b": 3, "quat_a": 4, "quat_b": 4}
+SUPPORT = ("support_a_point", "support_a_normal", "support_b_point", "support_b_normal")
+_VEC = {"point": 3, "normal": 3, "impulse": 3, "pos_a": 3, "pos_b": 3, "quat_a": 4, "quat_b": 4,
+        **{k: 3 for k in SUPPORT}}
 _CSV_COLUMNS = {
     "t": ["time"], "a": ["body_a"], "b": ["body_b"],
     "point": ["px", "py", "pz"], "normal": ["nx", "ny", "nz"], "impulse": ["jx", "jy", "jz"], "vn": ["vn"],
     "pos_a": ["ax", "ay", "az"], "quat_a": ["aqw", "aqx", "aqy", "aqz"],
     "pos_b": ["bx", "by", "bz"], "quat_b": ["bqw", "bqx", "bqy", "bqz"],
+    "support_a_point": ["sa_px", "sa_py", "sa_pz"], "support_a_normal": ["sa_nx", "sa_ny", "sa_nz"],
+    "support_b_point": ["sb_px", "sb_py", "sb_pz"], "support_b_normal": ["sb_nx", "sb_ny", "sb_nz"],
 }
+_OPTIONAL = ("pos_a", "quat_a", "pos_b", "quat_b") + SUPPORT
 REQUIRED_CSV = ["time", "body_a", "body_b", "px", "py", "pz", "nx", "ny", "nz", "jx", "jy", "jz", "vn"]
 
 
@@ -68,6 +81,10 @@ class EventLog:
     quat_a: np.ndarray | None = None
     pos_b: np.ndarray | None = None
     quat_b: np.ndarray | None = None
+    support_a_point: np.ndarray | None = None
+    support_a_normal: np.ndarray | None = None
+    support_b_point: np.ndarray | None = None
+    support_b_normal: np.ndarray | None = None
     body_names: list[str] = field(default_factory=list)
 
     def __post_init__(self):
@@ -149,6 +166,22 @@ class EventLog:
                     i = int(np.flatnonzero(bad)[0])
                     raise InputError(f"{source}: row {i + rb}, column 'body_{col}': {v[i]} is not a scene object "
                                      "or ground")
+        for side in ("a", "b"):
+            pt, nr = getattr(self, f"support_{side}_point"), getattr(self, f"support_{side}_normal")
+            cols = ",".join(_CSV_COLUMNS[f"support_{side}_point"] + _CSV_COLUMNS[f"support_{side}_normal"])
+            given = np.isfinite(np.c_[pt, nr])
+            bad = given.any(axis=1) & ~given.all(axis=1)
+            if bad.any():
+                i = int(np.flatnonzero(bad)[0])
+                raise InputError(f"{source}: row {i + rb}, columns {cols}: the support of body_{side} is given only "
+                                 "in part; give its point and its normal, or leave all six empty (NaN) for a free "
+                                 "body")
+            sn = np.linalg.norm(nr, axis=1)
+            bad = given.all(axis=1) & (np.abs(sn - 1) > 1e-3)
+            if bad.any():
+                i = int(np.flatnonzero(bad)[0])
+                raise InputError(f"{source}: row {i + rb}, columns {cols}: the support normal of body_{side} is not "
+                                 f"a unit vector (|n| = {sn[i]:.4g}); normalise it")
         same = (self.a == self.b)
         if same.any():
             raise InputError(f"{source}: row {int(np.flatnonzero(same)[0]) + rb}, columns body_a, body_b: the same "
@@ -176,7 +209,7 @@ class EventLog:
                 for key in ("point", "normal", "impulse"):
                     row += [repr(float(x)) for x in getattr(self, key)[i]]
                 row.append(repr(float(self.vn[i])))
-                for key in ("pos_a", "quat_a", "pos_b", "quat_b"):
+                for key in _OPTIONAL:
                     row += [repr(float(x)) for x in getattr(self, key)[i]]
                 w.writerow(row)
         return path
@@ -210,8 +243,7 @@ class EventLog:
             missing = [k for k in ("t", "a", "b", "point", "normal", "impulse", "vn") if k not in data]
             if missing:
                 raise InputError(f"{path}: missing arrays {missing}; see docs/event-log.md")
-            kw = {k: data.get(k) for k in ("t", "point", "normal", "impulse", "vn", "pos_a", "quat_a",
-                                           "pos_b", "quat_b")}
+            kw = {k: data.get(k) for k in ("t", "point", "normal", "impulse", "vn") + _OPTIONAL}
             kw["a"] = [to_id(v, r, "a") for r, v in enumerate(data["a"].tolist())]
             kw["b"] = [to_id(v, r, "b") for r, v in enumerate(data["b"].tolist())]
             try:

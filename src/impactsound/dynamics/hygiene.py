@@ -17,6 +17,16 @@ contacts exported from other engines. The pipeline (:func:`clean_contacts`):
    ``settle_time`` (2 ms, several contact time constants of the engine) and stop summing impulse there. A body that
    lands and stays thus carries its impact impulse, not seconds of weight support, and a contact that starts at
    rest (or re-forms after a micro-separation while resting) has v_n < v_min and emits nothing: no droning.
+5. Support (:func:`support_at`): the rows of a collision from ``settle_time`` after its rest began (step 4; by
+   then it has been calm that long) are resting contacts. Each event records, for each of its two bodies, the
+   body's resting contacts at the event's step as one equivalent support (a box on 4 corners has one). [choice]
+   The centroid of their points and the mean of their normals, both weighted by each contact's normal force in
+   that step, over the contacts whose normal lies within 90 degrees of the net reaction (a book loaded from above
+   by a cup keeps the table below as its support, not a point between table and cup); the normal points from the
+   support into the body. The forces of the event's step already hold the engine's answer to the impact's first
+   step, so the point leans towards where the support takes the blow. A body with no resting contact is free
+   (NaN). A resting contact missing from the engine's report at that very step is bridged: the body's last step
+   with resting contacts within ``max_gap`` before it is used.
 
 Units: SI throughout (s, m, N s, m/s). Body ids index the scene's bodies; ``GROUND`` (-1) is the static world.
 """
@@ -26,9 +36,10 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from .events import GROUND, EventLog
+from .events import GROUND, SUPPORT, EventLog
 
-__all__ = ["RawContacts", "MergedEvents", "canonicalize", "merge_collisions", "clean_contacts", "V_MIN"]
+__all__ = ["RawContacts", "MergedEvents", "canonicalize", "merge_collisions", "clean_contacts", "support_at",
+           "V_MIN"]
 
 V_MIN = 0.05            # [m/s] PAN's static-contact threshold (specs/pan.md, modal-sound.md sec. 8.3)
 
@@ -85,7 +96,9 @@ class RawContacts:
 class MergedEvents:
     """One row per merged collision (same columns as :class:`EventLog`, plus bookkeeping).
 
-    step: engine step of t0 (to look up body poses); n_rows: raw rows summed into the impulse.
+    step: engine step of t0 (to look up body poses); n_rows: raw rows summed into the impulse;
+    support_{a,b}_{point,normal}: each body's equivalent resting support at t0 (module docstring, step 5; NaN when
+    the body is free or the ground).
     """
 
     t: np.ndarray
@@ -97,6 +110,16 @@ class MergedEvents:
     impulse: np.ndarray
     vn: np.ndarray
     n_rows: np.ndarray
+    support_a_point: np.ndarray | None = None
+    support_a_normal: np.ndarray | None = None
+    support_b_point: np.ndarray | None = None
+    support_b_normal: np.ndarray | None = None
+
+    def __post_init__(self):
+        n = len(np.atleast_1d(self.t))
+        for name in SUPPORT:
+            v = getattr(self, name)
+            setattr(self, name, np.full((n, 3), np.nan) if v is None else np.asarray(v, np.float64).reshape(n, 3))
 
     def __len__(self) -> int:
         return int(self.t.shape[0])
@@ -107,7 +130,8 @@ class MergedEvents:
     def to_event_log(self, body_names=()) -> EventLog:
         """The events without body poses (the engine backend fills those in)."""
         return EventLog(t=self.t, a=self.a, b=self.b, point=self.point, normal=self.normal,
-                        impulse=self.impulse, vn=self.vn, body_names=list(body_names))
+                        impulse=self.impulse, vn=self.vn, body_names=list(body_names),
+                        **{k: getattr(self, k) for k in SUPPORT})
 
 
 def _group_rows(keys: np.ndarray):
@@ -257,9 +281,69 @@ def merge_collisions(raw: RawContacts, body_size, *, cluster_frac: float = 0.1, 
     pts[~(nrows > 0)] = raw.point[first_rows[~(nrows > 0)]]
     nrm[bad] = raw.normal[first_rows[bad]]
 
-    out = MergedEvents(t=t0, step=raw.step[first_rows], a=raw.a[first_rows], b=raw.b[first_rows], point=pts,
-                       normal=nrm, impulse=J, vn=vn0, n_rows=nrows)
+    # Support (module docstring, step 5): the rows of every collision once it has rested for settle_time.
+    rest = order[t >= t_cut[cid] + settle_time]
+    ev_step = raw.step[first_rows]
+    sup = {}
+    for side, ids in (("a", raw.a[first_rows]), ("b", raw.b[first_rows])):
+        sup[f"support_{side}_point"], sup[f"support_{side}_normal"] = support_at(raw.select(rest), ids, ev_step,
+                                                                                  t0, max_gap)
+    out = MergedEvents(t=t0, step=ev_step, a=raw.a[first_rows], b=raw.b[first_rows], point=pts,
+                       normal=nrm, impulse=J, vn=vn0, n_rows=nrows, **sup)
     return out.select(np.lexsort((out.b, out.a, out.t)))
+
+
+def support_at(resting: RawContacts, body, step, t, max_gap: float) -> tuple[np.ndarray, np.ndarray]:
+    """Equivalent resting support of bodies at engine steps (module docstring, step 5).
+
+    ``resting``: canonical raw rows that are resting contact; ``body`` (n,) body ids (GROUND gives NaN), ``step``
+    (n,) engine steps and ``t`` (n,) [s] their times. Returns (point (n, 3) [m] world, normal (n, 3) unit, from the
+    support into the body), NaN where the body has no resting contact in the last ``max_gap`` [s] up to ``step``.
+    A row's weight is its normal impulse over the step (J . n, >= 0; rows that pull or carry nothing are left out).
+    """
+    body = np.asarray(body, np.int64).reshape(-1)
+    step = np.asarray(step, np.int64).reshape(-1)
+    t = np.asarray(t, np.float64).reshape(-1)
+    n = len(body)
+    P = np.full((n, 3), np.nan)
+    N = np.full((n, 3), np.nan)
+    w = np.einsum("ij,ij->i", resting.impulse, resting.normal)
+    # one entry per (row, body it supports): body b pushed along +n (n points from a to b), body a along -n
+    who = np.r_[resting.b, resting.a]
+    use = (who != GROUND) & (np.r_[w, w] > 0)
+    if n == 0 or not use.any():
+        return P, N
+    m = len(resting)
+    src = np.r_[np.arange(m), np.arange(m)][use]
+    who = who[use]
+    nrm = resting.normal[src] * np.where(np.arange(2 * m)[use] < m, 1.0, -1.0)[:, None]
+    ww = w[src]
+    pts = resting.point[src]
+    gid, first, ng = _group_rows(np.column_stack([who, resting.step[src]]))   # groups sorted by (body, step)
+
+    def wsum(x, wt):
+        return np.column_stack([np.bincount(gid, weights=wt * x[:, k], minlength=ng) for k in range(3)])
+
+    net = wsum(nrm, ww)
+    net /= np.linalg.norm(net, axis=1, keepdims=True) + 1e-300
+    wt = np.where(np.einsum("ij,ij->i", nrm, net[gid]) > 0, ww, 0.0)     # only what pushes along the net reaction
+    W = np.bincount(gid, weights=wt, minlength=ng)
+    gp = wsum(pts, wt) / np.maximum(W, 1e-300)[:, None]
+    gn = wsum(nrm, wt)
+    gn /= np.linalg.norm(gn, axis=1, keepdims=True) + 1e-300
+    g_body, g_step = who[first], resting.step[src][first]
+    g_t = resting.t[src][first]
+    # last group of the same body at or before the queried step, within max_gap
+    span = int(max(g_step.max(), step.max())) + 2
+    base = int(min(g_step.min(), step.min(), 0))
+    gkey = (g_body - GROUND) * span + (g_step - base)
+    qkey = (body - GROUND) * span + (step - base)
+    k = np.searchsorted(gkey, qkey, side="right") - 1
+    kk = np.maximum(k, 0)
+    ok = (k >= 0) & (body != GROUND) & (g_body[kk] == body) & (g_t[kk] >= t - max_gap - 1e-12) & (W[kk] > 0)
+    P[ok] = gp[kk[ok]]
+    N[ok] = gn[kk[ok]]
+    return P, N
 
 
 def clean_contacts(raw: RawContacts, body_size, *, v_min: float = V_MIN, cluster_frac: float = 0.1,

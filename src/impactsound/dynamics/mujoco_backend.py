@@ -45,6 +45,11 @@ stacks, and impacts do not need exact sticking), Euler integrator (what the rest
 speculative contacts on (MuJoCo 4: prevents fast, thin convex geoms from tunnelling within one step; a 5 mm ball at
 5 m/s moves 1 mm per step and does not trigger it). Gravity g = 9.81 m/s^2 along -z.
 
+Support: every raw contact row is kept (resting ones too), so hygiene.py can give each event the resting support
+of each of its bodies at t0 (the contacts that have been calm for ``settle_time``, as one force-weighted
+equivalent point and normal; hygiene.py step 5). A cube resting on the floor and struck from above thus carries
+the floor as its support (normal +z), which acceleration noise needs (sources/pan/timescale.py).
+
 Initial state checks: NaN/inf anywhere -> InputError naming body and field; bodies overlapping each other or the
 ground at t = 0 deeper than v_min / omega0 (a penetration that the contact spring would turn into an ejection
 faster than v_min, i.e. an audible spurious event) -> InputError; shallower overlaps are accepted silently.
@@ -538,7 +543,7 @@ def simulate(bodies, ground, duration: float, timestep: float = 2e-4, *, v_min: 
     (not when it is cached) it is given a str naming that work, as Progress.stage's ``update`` takes. The
     decomposition is cached in ``assets.cache_dir()`` ($IMPACTSOUND_CACHE). ``contact_steps``: engine steps per
     undamped contact (stiffness; see module docstring). Events carry the pose of each body frame at t0 (NaN for
-    the ground).
+    the ground) and each body's resting support at t0 (support_* columns; NaN for a free body and the ground).
     """
     return run_dynamics(bodies, ground, duration, timestep, v_min=v_min, progress=progress,
                         contact_steps=contact_steps).events

@@ -34,6 +34,11 @@ into fixed chunks of CHUNK impulses (a function of the impulse count only); each
 (the kernel releases the GIL) into its own partial buffer spanning only its time window; partials are added in
 chunk order. Results are bit-identical for any thread count (as sources/modal_kernel.py).
 
+Supported bodies: an event whose log gives the struck body a resting support (EventLog support_* columns, from
+the dynamics) adds the support's reaction impulse to the body's accelerations when the impulse pushes the body
+into it (timescale.py, "Supported bodies"): a cube resting on the floor and struck from above no longer
+accelerates as if it floated. Logs without support columns render every body free, as the paper does.
+
 Choices: free field (no ground reflection), as in the paper; a listener inside a body's bounding sphere R_b
 (where the far-field expansion is invalid) raises InputError; the scene air's density rescales the fields
 (p is linear in rho), a different speed of sound raises (the fields would be wrong).
@@ -290,7 +295,8 @@ class PANSource:
 
     bodies: the scene's bodies (event ids index this list); fields: {body name: PANField} (body-frame fields,
     centre of mass at the origin); ground: scene ground (None: rigid plane); air: c [m/s], rho [kg/m^3];
-    v_min: impulses with a relative normal speed below it are dropped (resting contact, paper sec. 4.3);
+    v_min: impulses with a relative normal speed below it are dropped (resting contact, paper sec. 4.3), and the
+    support of a body in resting contact answers the impulses that push it into it (:meth:`amplitudes`);
     oversample: table oversampling U; n_threads: synthesis threads (the result does not depend on it).
     Contact durations use the same Hertz estimate as the modal source (inertia-aware effective masses of both
     bodies, local curvature radii, combined modulus; the ground is an infinitely heavy plane).
@@ -326,6 +332,28 @@ class PANSource:
             self._tables[key] = PANTable.from_field(self.fields[name], sample_rate, oversample=self.oversample)
         return self._tables[key]
 
+    def amplitudes(self, events: EventLog, i: int):
+        """Peak body accelerations of the events touching body i: (rows, tau (n,) [s], amp (n, 6) (a [m/s^2],
+        alpha [rad/s^2], body frame), R (n, 3, 3), pos (n, 3)); rows index ``events``. Public for inspection and
+        tests.
+
+        Where the event gives body i a support (support_a_* / support_b_* for the side body i is on; NaN: free),
+        the support's reaction to an impulse that pushes the body into it is included (timescale.py,
+        "Supported bodies"), for all events at once."""
+        from ..modal import _to_body
+        body = self.bodies[i]
+        rows, x_s, _, _, J_b, tau, R, pos = self._contacts.contact_parameters(events, i)
+        side_b = (events.b[rows] == i)[:, None]
+        sp = np.where(side_b, events.support_b_point[rows], events.support_a_point[rows])
+        sn = np.where(side_b, events.support_b_normal[rows], events.support_a_normal[rows])
+        x_r = _to_body(R, pos, sp)                                   # NaN rows (free bodies) stay NaN
+        n_r = _to_body(R, np.zeros_like(pos), sn)
+        with np.errstate(invalid="ignore"):
+            n_r = n_r / np.linalg.norm(n_r, axis=1, keepdims=True)
+        a_amp, al_amp = acceleration_amplitudes(J_b, x_s, body.mass, body.inertia, tau, support_point=x_r,
+                                                support_normal=n_r)
+        return rows, tau, np.concatenate([a_amp, al_amp], axis=1), R, pos
+
     def render(self, events: EventLog, listeners, sample_rate, duration) -> dict[str, np.ndarray]:
         """Pressure [Pa] at listeners (L, 3) world [m] for each body with a PAN field: {name: (L, n_samples)}."""
         from ..modal import _to_body
@@ -358,9 +386,8 @@ class PANSource:
             sel = events.select(keep & touch)
             if len(sel) == 0:
                 continue
-            rows, x_s, _, _, J_b, tau, R, pos = self._contacts.contact_parameters(sel, i)
-            a_amp, al_amp = acceleration_amplitudes(J_b, x_s, body.mass, body.inertia, tau)
-            amp = np.concatenate([a_amp, al_amp], axis=1) * (self.air.rho / fld.rho)   # p is linear in rho
+            rows, tau, amp, R, pos = self.amplitudes(sel, i)
+            amp = amp * (self.air.rho / fld.rho)                 # p is linear in rho
             xl_b = _to_body(R, pos, np.broadcast_to(L_w, (len(rows),) + L_w.shape))
             out[body.name] = synthesize_pan(self.table(body.name, fs), sel.t[rows], tau, amp, xl_b, n_samples,
                                             n_threads=self.n_threads)

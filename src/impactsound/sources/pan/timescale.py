@@ -25,6 +25,29 @@ j_hat of the impulse j on the body, contact point x, centre of mass x0, mass M, 
 
 so gamma j_hat = (pi / (2 tau)) j, and int a dt = j / M, I int alpha dt = (x - x0) x j (the impulse's linear and
 angular momentum changes).
+
+Supported bodies (:func:`support_reaction`). Eqs. 11-12 take the struck body as free. A body in resting contact
+(a cube on the floor) is not: the paper drops impulses slower than v_min = 5 cm/s as static contact (sec. 4.3), so
+the support's answer to an impact never reaches the event log, and a resting cube struck from above would
+accelerate as if floating. [choice] When the impulse j pushes the body into its support (j . n_s < 0, n_s the unit
+support normal pointing into the body), the support answers with the reaction impulse
+
+    j_r = -(j . n_s) n_s    at the support point x_r, with the same half-sine S(t; t0, tau),
+
+so the normal component of the net impulse vanishes, while the tangential part and the torque of the pair,
+(x - x0) x j + (x_r - x0) x j_r, remain (a cube struck off-centre still rocks). Eqs. 11-12 are linear in the
+impulse, so the accelerations are those of j at x plus those of j_r at x_r. An impulse that pulls the body away
+from its support (j . n_s >= 0) leaves it free. Reasoning: the support answers in step with the impact when its
+own natural period is short against the impact's contact time. A resting body's support is a flat, preloaded
+contact; a flat-ended cylindrical punch of radius a pressed into an elastic half-space has the normal stiffness
+k = 2 a E* (Sneddon 1965), so a body of mass M on it rings with period T_s = 2 pi sqrt(M / (2 a E*)), while the
+impact lasts the Hertz time tau = 2.87 (m^2 / (r E*^2 V))^{1/5} of the striker's curved contact (paper eq. 7). A
+4 cm hardwood cube on a hardwood floor (M = 48 g, face of equal area a = 2.3 cm, E* = 5.9 GPa) has T_s / 2 =
+42 us; a steel ball of 3 cm diameter striking it at 1 m/s lasts tau = 164 us: the support force follows the
+impact force (a spring-mass system driven by a pulse several times longer than its half period transmits the
+pulse's force nearly unchanged), and the net normal impulse on the body over the contact is close to zero. The limit ignores the support's own rebound and
+the spread of the reaction over a support face (one equivalent point: a strike whose line of action passes
+inside the footprint of a flat support would be resisted in torque too, which one point cannot express).
 """
 from __future__ import annotations
 
@@ -62,7 +85,26 @@ def pulse_timescale(mass: float, material: Material, speed: float = TIMESCALE_SP
     return float(tau) / PULSES_PER_CONTACT
 
 
-def acceleration_amplitudes(J_body, x_minus_x0, mass, inertia, tau):
+def support_reaction(J_body, support_point, support_normal):
+    """Reaction impulse of a rigid support (module docstring, "Supported bodies"): (J_r (E, 3) [N s], x_r (E, 3)
+    [m], pushed (E,) bool).
+
+    J_body (E, 3) impulse on the body [N s]; support_point (E, 3) [m] relative to the centre of mass and
+    support_normal (E, 3) unit, pointing from the support into the body, both in the body frame, NaN rows for a
+    free body. J_r = -(J . n_s) n_s where J . n_s < 0 (``pushed``), else 0; x_r is the support point there, else 0
+    (finite, so that J_r = 0 at x_r = 0 adds nothing).
+    """
+    J = np.asarray(J_body, np.float64).reshape(-1, 3)
+    xr = np.asarray(support_point, np.float64).reshape(-1, 3)
+    ns = np.asarray(support_normal, np.float64).reshape(-1, 3)
+    has = np.isfinite(xr).all(axis=1) & np.isfinite(ns).all(axis=1)
+    jn = np.einsum("ij,ij->i", J, np.where(has[:, None], ns, 0.0))
+    pushed = has & (jn < 0)
+    J_r = np.where(pushed[:, None], -jn[:, None] * np.where(has[:, None], ns, 0.0), 0.0)
+    return J_r, np.where(pushed[:, None], xr, 0.0), pushed
+
+
+def acceleration_amplitudes(J_body, x_minus_x0, mass, inertia, tau, *, support_point=None, support_normal=None):
     """Peak body accelerations of impulses (paper eqs. 11-12): (a_amp (E, 3) [m/s^2], alpha_amp (E, 3) [rad/s^2]).
 
     J_body (E, 3) impulse on the body [N s], x_minus_x0 (E, 3) contact point relative to the centre of mass
@@ -70,6 +112,10 @@ def acceleration_amplitudes(J_body, x_minus_x0, mass, inertia, tau):
     tau (E,) contact durations [s]. a(t) = a_amp S(t; t0, tau), alpha(t) = alpha_amp S(t; t0, tau) with
     a_amp = (gamma/M) j_hat = pi j / (2 tau M), alpha_amp = gamma I^{-1}((x - x0) x j_hat) = pi I^{-1}((x - x0) x j)
     / (2 tau).
+
+    support_point (E, 3) [m] relative to the centre of mass, support_normal (E, 3) unit into the body (body frame;
+    NaN rows, or None, for free bodies): add the support's reaction impulse (:func:`support_reaction`), i.e. the
+    amplitudes of J at x plus those of J_r at x_r (eqs. 11-12 are linear in the impulse).
     """
     J = np.asarray(J_body, np.float64).reshape(-1, 3)
     r = np.asarray(x_minus_x0, np.float64).reshape(-1, 3)
@@ -81,9 +127,15 @@ def acceleration_amplitudes(J_body, x_minus_x0, mass, inertia, tau):
                          "(check the event's vn, masses and materials)")
     if not (np.isfinite(J).all() and np.isfinite(r).all()):
         raise InputError("PAN: impulse or contact point has NaN or infinite values")
+    rxj = np.cross(r, J)
+    if support_point is not None or support_normal is not None:
+        if support_point is None or support_normal is None:
+            raise InputError("PAN: a support needs both its point and its normal")
+        J_r, x_r, _ = support_reaction(J, support_point, support_normal)
+        J = J + J_r                                                # net force of the pair
+        rxj = rxj + np.cross(x_r, J_r)                             # net torque of the pair
     g = np.pi / (2.0 * tau)                                        # gamma / |j|
     a_amp = g[:, None] * J / float(mass)                           # eq. 11
-    rxj = np.cross(r, J)
     alpha_amp = g[:, None] * np.linalg.solve(np.asarray(inertia, np.float64), rxj.T).T   # eq. 12
     return a_amp, alpha_amp
 
