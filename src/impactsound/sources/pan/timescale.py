@@ -36,18 +36,19 @@ support normal pointing into the body), the support answers with the reaction im
 
 so the normal component of the net impulse vanishes, while the tangential part and the torque of the pair,
 (x - x0) x j + (x_r - x0) x j_r, remain (a cube struck off-centre still rocks). Eqs. 11-12 are linear in the
-impulse, so the accelerations are those of j at x plus those of j_r at x_r. An impulse that pulls the body away
-from its support (j . n_s >= 0) leaves it free. Reasoning: the support answers in step with the impact when its
-own natural period is short against the impact's contact time. A resting body's support is a flat, preloaded
-contact; a flat-ended cylindrical punch of radius a pressed into an elastic half-space has the normal stiffness
-k = 2 a E* (Sneddon 1965), so a body of mass M on it rings with period T_s = 2 pi sqrt(M / (2 a E*)), while the
-impact lasts the Hertz time tau = 2.87 (m^2 / (r E*^2 V))^{1/5} of the striker's curved contact (paper eq. 7). A
-4 cm hardwood cube on a hardwood floor (M = 48 g, face of equal area a = 2.3 cm, E* = 5.9 GPa) has T_s / 2 =
-42 us; a steel ball of 3 cm diameter striking it at 1 m/s lasts tau = 164 us: the support force follows the
-impact force (a spring-mass system driven by a pulse several times longer than its half period transmits the
-pulse's force nearly unchanged), and the net normal impulse on the body over the contact is close to zero. The limit ignores the support's own rebound and
-the spread of the reaction over a support face (one equivalent point: a strike whose line of action passes
-inside the footprint of a flat support would be resisted in torque too, which one point cannot express).
+impulse, so the accelerations are those of j at x plus those of j_r at x_r. An impulse that pulls the body away from
+its support (j . n_s >= 0) leaves it free. Reasoning: the support answers in step with the impact when its own
+natural period is short against the impact's contact time. A resting body's support is a flat, preloaded contact; a
+flat-ended cylindrical punch of radius a pressed into an elastic half-space has the normal stiffness k = 2 a E*
+(Sneddon 1965, Int. J. Eng. Sci. 3, 47-57: the flat punch), so a body of mass M on it rings with period T_s = 2 pi
+sqrt(M / (2 a E*)), while the impact lasts the Hertz time tau = 2.87 (m^2 / (r E*^2 V))^{1/5} of the striker's
+curved contact (paper eq. 7). A 4 cm hardwood cube on a hardwood floor (M = 48 g, face of equal area a = 2.3 cm, E*
+= 5.9 GPa) has T_s / 2 = 42 us; a steel ball of 3 cm diameter striking it at 1 m/s lasts tau = 164 us: the support
+force follows the impact force (a spring-mass system driven by a pulse several times longer than its half period
+transmits the pulse's force nearly unchanged), and the net normal impulse on the body over the contact is close to
+zero. The limit ignores the support's own rebound and the spread of the reaction over a support face (one equivalent
+point: a strike whose line of action passes inside the footprint of a flat support would be resisted in torque too,
+which one point cannot express).
 """
 from __future__ import annotations
 
