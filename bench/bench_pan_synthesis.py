@@ -19,7 +19,7 @@ import tracemalloc
 import numpy as np
 
 from impactsound.sources.modal_kernel import default_threads
-from impactsound.sources.pan.field import PANField, angle_weights, shell_radii
+from impactsound.sources.pan.field import PANField, angle_weights, shell_radii, with_poles
 from impactsound.sources.pan.pulse import psi_weights
 from impactsound.sources.pan.synth import PANTable, synthesize_pan
 
@@ -53,7 +53,7 @@ def make_impulses(E, seconds, seed=1):
 def numpy_reference(fld: PANField, t0, tau, amp, xl, fs, n):
     """Eqs. 18-20 per impulse in Python, NumPy inside: p(t) = sum_k z(kh) sum_i amp_i sum_n R^-n q_in(t - kh - R/c)."""
     y = np.zeros(n)
-    q = fld.q.astype(np.float64)
+    q = with_poles(fld.q.astype(np.float64), axis=1)                          # rows padded with the poles
     R, it, ip, w = angle_weights(xl[:, 0], fld.n_theta, fld.n_phi)
     span = (fld.n_coef + 4) * fld.dt_q
     for e in range(len(t0)):

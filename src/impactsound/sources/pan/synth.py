@@ -55,7 +55,7 @@ from numba import njit
 from ...dynamics.events import EventLog
 from ...errors import InputError
 from ..modal_kernel import default_threads
-from .field import N_FIELDS, PANField, angle_weights
+from .field import N_FIELDS, PANField, angle_weights, with_poles
 from .pulse import FIRST_PULSE, contact_weight_table, psi
 from .timescale import acceleration_amplitudes
 
@@ -70,7 +70,8 @@ V_MIN = 0.05
 class PANTable:
     """Band-limited, oversampled coefficient table of one PAN field for one output rate (module docstring).
 
-    table (n_theta, n_phi, 6, N, n_f) float64 [Pa m^n per unit acceleration]; dt_f = 1/(oversample f_s) [s];
+    table (n_theta + 2, n_phi, 6, N, n_f) float64 [Pa m^n per unit acceleration], rows padded with the poles
+    (field.with_poles); dt_f = 1/(oversample f_s) [s];
     tau_f0 [s] retarded time of table sample 0 (from the pulse centre); h [s] pulse time scale; c [m/s];
     R_b [m]; sample_rate [Hz]; oversample U.
     """
@@ -135,7 +136,7 @@ class PANTable:
         Kmat[mm[ok], jj[ok]] = kappa(tm[mm[ok]] - fld.tau0 - dq * jj[ok])
         q = fld.q.astype(np.float64).reshape(-1, n_coef)       # (6 nth nph N, n_coef)
         tab = (q @ Kmat.T).reshape(N_FIELDS, fld.n_theta, fld.n_phi, fld.n_terms, n_f)
-        tab = np.ascontiguousarray(np.moveaxis(tab, 0, 2))     # (nth, nph, 6, N, n_f)
+        tab = np.ascontiguousarray(with_poles(np.moveaxis(tab, 0, 2)))   # (nth + 2, nph, 6, N, n_f): pole rows
         env = np.abs(tab).reshape(-1, n_f).max(axis=0)
         keep = np.flatnonzero(env > trim_rel * env.max()) if env.max() > 0 else np.array([0])
         m0, m1 = int(keep[0]), int(keep[-1]) + 1
@@ -247,7 +248,7 @@ def synthesize_pan(table: PANTable, t0, tau, amp, listeners_body, n_samples: int
     if E == 0 or L == 0 or n_samples == 0:
         return out
     tab = table.table
-    R, it, ip, w = angle_weights(xl, tab.shape[0], tab.shape[1])
+    R, it, ip, w = angle_weights(xl, tab.shape[0] - 2, tab.shape[1])       # the table has the pole rows
     if np.any(R <= table.R_b):
         e, l = (int(v[0]) for v in np.nonzero(R <= table.R_b))
         raise InputError(f"synthesize_pan: listener {l} is {R[e, l]:.4g} m from the centre of mass at impulse {e} "
