@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -39,9 +40,16 @@ from ..assets import Asset, content_hash
 from ..errors import InputError
 from . import bem, ffat
 
+if TYPE_CHECKING:
+    from ..wave.fdtd import Grid
+
 CODE_VERSION = "fdtd-transfer-1"
 #: radius of the outermost fitting shell, in bounding radii
 FAR_SHELL = 100.0
+
+
+class TransferCapWarning(UserWarning):
+    """The FDTD transfer grid was coarsened to fit its cell budget."""
 
 
 @dataclass(frozen=True)
@@ -99,13 +107,14 @@ def group_modes(freqs_hz, separation_hz: float) -> list[list[int]]:
 class Plan:
     """Grid and run lengths of one object's transfer solve."""
 
-    h: float
-    grid: object
-    groups: list
-    n_steps: list
-    fit_start: list
-    dt: float
-    capped: bool
+    h: float                 # cell size [m]
+    grid: "Grid"
+    groups: list             # mode indices per run
+    n_steps: list            # steps per run
+    fit_start: list          # first step of each run's fit window
+    ramps: list              # drive ramp per run [s]
+    dt: float                # time step [s]
+    capped: bool             # the cell size was enlarged to fit max_cells (less accurate)
 
     @property
     def cell_updates(self) -> float:
@@ -134,13 +143,12 @@ def plan(vertices, faces, freqs_hz, settings: FDTDTransferSettings, offset=None)
             break
         h *= 1.1
         capped = True
-    origin = 0.5 * (lo + hi) - 0.5 * n * h
-    grid = Grid(tuple(int(x) for x in n), h, origin + np.asarray(offset if offset is not None else (0.0, 0.0, 0.0), np.float64) * h,
-                DEFAULT_NPML)
+    shift = np.zeros(3) if offset is None else np.asarray(offset, np.float64)
+    grid = Grid(tuple(int(x) for x in n), h, 0.5 * (lo + hi) - 0.5 * n * h + shift * h, DEFAULT_NPML)
     dt = 0.99 * COURANT_LIMIT * h / s.c
     groups = group_modes(freqs_hz, s.separation_hz)
     transit = float(np.linalg.norm(n * h)) / s.c
-    n_steps, fit_start = [], []
+    n_steps, fit_start, ramps = [], [], []
     for g in groups:
         f_lo = float(np.min(np.asarray(freqs_hz)[g]))
         ramp = max(s.ramp_min, s.ramp_cycles / f_lo)
@@ -148,7 +156,9 @@ def plan(vertices, faces, freqs_hz, settings: FDTDTransferSettings, offset=None)
         window = s.window_cycles / s.separation_hz
         n_steps.append(int(math.ceil((start + window) / dt)))
         fit_start.append(int(math.ceil(start / dt)))
-    return Plan(h=h, grid=grid, groups=groups, n_steps=n_steps, fit_start=fit_start, dt=dt, capped=capped)
+        ramps.append(ramp)
+    return Plan(h=h, grid=grid, groups=groups, n_steps=n_steps, fit_start=fit_start, ramps=ramps, dt=dt,
+                capped=capped)
 
 
 def best_grid_offset(grid, vertices, faces, fractions=(0.0, 0.25, 0.5, 0.75)) -> np.ndarray:
@@ -294,7 +304,7 @@ def solve_box_fields(model, settings: FDTDTransferSettings = FDTDTransferSetting
         w = omega_all[modes]
         n_steps = pl.n_steps[g]
         t_half = (np.arange(n_steps) + 0.5) * pl.dt                  # face velocities act over (t_n, t_n+1)
-        ramp = max(settings.ramp_min, settings.ramp_cycles / (w.min() / (2 * np.pi)))
+        ramp = pl.ramps[g]
         x = np.clip(t_half / ramp, 0.0, 1.0)
         env = 0.5 - 0.5 * np.cos(np.pi * x)
         denv = np.where(x < 1.0, 0.5 * np.pi / ramp * np.sin(np.pi * x), 0.0)
@@ -355,6 +365,13 @@ def run_fdtd_transfer(model, settings: FDTDTransferSettings = FDTDTransferSettin
     from .precompute import KIND, KIND_VERSION
     pl, box, P, dP = solve_box_fields(model, settings,
                                       progress=None if progress is None else (lambda x: progress(0.9 * x)))
+    if pl.capped:
+        import warnings
+        warnings.warn(f"FDTD transfer: the grid for {len(P)} modes up to {float(np.max(model.frequencies_hz)):.0f} "
+                      f"Hz would exceed max_cells = {settings.max_cells:.3g}; cell size enlarged to {pl.h:.3g} m "
+                      f"({settings.c / (pl.h * float(np.max(model.frequencies_hz))):.1f} cells per wavelength at "
+                      "the top mode): less accurate there; use transfer = \"ffat\" (BEM) for this object",
+                      TransferCapWarning)
     centres, normals, area = box
     v = np.asarray(model.surface_nodes, np.float64)
     r_bar = float(np.sqrt((v**2).sum(axis=1)).max())
