@@ -424,9 +424,9 @@ def test_very_low_restitution_is_clamped_with_a_warning():
     assert len(vn) <= 2 and np.all(vn[1:] / vn[0] < 0.15)
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(3600)
 def test_five_small_objects_three_seconds():
+    """Five small objects of four materials dropped together: each lands (its first event's approach speed is
+    the free-fall speed sqrt(2 g drop)), none tunnels or keeps moving, and all end at rest on the floor."""
     rng = np.random.default_rng(3)
     bodies = [ball("b0", 0.01, 0.3), ball("b1", 0.005, 0.4, xy=(-0.2, 0), mat=get_material("glass")),
               box("x2", (0.05, 0.03, 0.02), 0.2, xy=(0.2, 0), mat=STEEL),
@@ -435,7 +435,18 @@ def test_five_small_objects_three_seconds():
     for b in bodies[2:]:
         b.quaternion = axis_angle_quat(rng.normal(size=3), 0.5)
         b.position[2] += 0.05
+    drop = np.array([b.position[2] for b in bodies])
     res = run_dynamics(bodies, Ground(material=WOOD), 3.0, DT)
     ev = res.events.validate("simulation", len(bodies))
-    assert np.all(ev.vn >= 0.05) and len(ev) < 200
-    assert res.wall_time < 60
+    assert np.all(ev.vn >= 0.05)
+    for i, b in enumerate(bodies):
+        mine = np.flatnonzero((ev.a == i) | (ev.b == i))
+        assert len(mine), f"{b.name} never landed"
+        first = mine[np.argmin(ev.t[mine])]
+        # its centre falls between drop - r_b (r_b: bounding radius, whatever the tilt) and drop before the first
+        # touch: the first approach speed is free fall from there (a few percent for the discrete contact)
+        r_b = float(np.max(np.linalg.norm(b.mesh.vertices, axis=1)))
+        lo, hi = np.sqrt(2 * 9.81 * (drop[i] - r_b)), np.sqrt(2 * 9.81 * drop[i])
+        assert 0.97 * lo < ev.vn[first] < 1.03 * hi, (b.name, ev.vn[first], lo, hi)
+    assert np.all(res.position[:, 2] > 0)                                        # nothing tunnelled
+    assert np.all(np.linalg.norm(res.velocity, axis=1) < 0.05)                   # all at rest after 3 s

@@ -118,8 +118,6 @@ def test_adaptive_precompute_is_deterministic_and_flags_the_cap(tmp_path):
         run_pan(job, checkpoint_dir=tmp_path / "a")                                # no warning when decayed
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(3600)
 def test_fitted_sphere_field_matches_exact_radiation():
     # dx = A/16. Measured errors (max |PAN - exact| / peak): 2.8 % at 2 R, 5.0 % at 4 R, 6.3 % at 8 R; at 14
     # cells per wavelength (dx = A/23) 3.5 / 4.5 / 5.1 %: the voxel staircase overestimates the sphere's
