@@ -39,7 +39,7 @@ import numpy as np
 
 from ..errors import InputError, MeshError, SolverError
 
-#: elements per wavelength required for an accurate solve (issue 4: at least ~6-8)
+#: elements per wavelength required for an accurate solve (the usual boundary-element rule: at least ~6-8)
 ELEMENTS_PER_WAVELENGTH = 6.0
 #: relative residual above which a solve is reported as failed and never stored
 RESIDUAL_TOL = 1e-6

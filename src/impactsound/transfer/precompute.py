@@ -1,11 +1,11 @@
-"""FFAT transfer precompute: one exterior BEM solve and one FFAT fit per vibration mode (issue 4).
+"""FFAT transfer precompute: one exterior BEM solve and one FFAT fit per vibration mode (Chadwick, An & James 2009, "Harmonic Shells", sec. 4).
 
 Per mode j of a :class:`~impactsound.fem.model.ModalModel` (body frame, centre of mass at the origin):
 
 1. Neumann data per unit modal amplitude q_j, e^{-i w t}: dp/dn = rho w_j^2 (n . u_j) (modal-sound.md sec. 6b),
    piecewise constant per BEM triangle (n the flat-face normal, u_j the mean of the face's node shapes).
 2. BEM surface: the model's surface triangles (P2 models: each split into 4 at its edge mid-nodes, where the mode
-   shapes are exact), midpoint-subdivided until the longest edge is below lambda / 6 (issue 4: 6-8 elements per
+   shapes are exact), midpoint-subdivided until the longest edge is below lambda / 6 (the usual 6-8 elements per
    wavelength), within ``max_faces``; a mode that would need more is solved on the capped mesh and flagged,
    with a warning naming the mode and the element count it would need.
 3. Exterior solve (transfer/bem.py), pressure sampled on the FFAT shells and directions (transfer/ffat.py), fit
