@@ -54,7 +54,10 @@ class TransferCapWarning(UserWarning):
 
 @dataclass(frozen=True)
 class FDTDTransferSettings:
-    """ppw: grid cells per wavelength at the highest mode; separation_hz: least frequency gap between modes
+    """ppw: grid cells per wavelength at the highest mode; thickness_cells: cells across the object's thickness
+    2 V / A at least (the staircase's error grows as the walls get fewer cells: a 12 x 2 x 1 cm aluminium bar's
+    four modes to 9.6 kHz against the BEM, rms at 1 m: up to 2.6 dB at 3 (the default, chosen for speed), 0.67 dB
+    at 5, 0.07 dB at 7; cost ~ thickness_cells^4); separation_hz: least frequency gap between modes
     that share a run [Hz]; window_cycles: fit window length in units of 1/separation_hz; ramp_cycles: drive ramp
     in periods of the group's lowest mode (at least ramp_min seconds); box_gap: air cells between the body and the
     Kirchhoff box; pml_gap: air cells between the box and the absorbing layer (at least a fifth of the object's
@@ -62,6 +65,7 @@ class FDTDTransferSettings:
     warning in the asset meta, if the grid would exceed it); c [m/s], rho [kg/m^3]: air."""
 
     ppw: float = 10.0
+    thickness_cells: float = 3.0
     separation_hz: float = 150.0
     window_cycles: float = 1.5
     ramp_cycles: float = 3.0
@@ -134,7 +138,7 @@ def plan(vertices, faces, freqs_hz, settings: FDTDTransferSettings, offset=None)
     tri = vertices[faces]
     area = 0.5 * np.linalg.norm(np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0]), axis=1).sum()
     vol = abs(np.einsum("ij,ij->i", tri[:, 0], np.cross(tri[:, 1], tri[:, 2])).sum()) / 6.0
-    h = min(h, size / 8.0, 2.0 * vol / max(area, 1e-300) / 3.0)
+    h = min(h, size / 8.0, 2.0 * vol / max(area, 1e-300) / s.thickness_cells)
     capped = False
     while True:
         margin = (s.box_gap + 1) * h + max(s.pml_gap * h, 0.2 * size)
