@@ -56,17 +56,6 @@ class ImplausibleEventWarning(EventLogWarning):
     """An event log failed a plausibility check and ``allow_implausible`` was given: it is rendered anyway."""
 
 
-def _quat_to_matrix(q: np.ndarray) -> np.ndarray:
-    """(n, 3, 3) body -> world rotations of (n, 4) quaternions (w, x, y, z), normalised first."""
-    q = q / np.linalg.norm(q, axis=1, keepdims=True)
-    w, x, y, z = q.T
-    return np.stack([
-        np.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)], axis=1),
-        np.stack([2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)], axis=1),
-        np.stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], axis=1),
-    ], axis=1)
-
-
 def _fmt(v) -> str:
     return "(" + ", ".join(f"{float(x) + 0.0:.4g}" for x in np.atleast_1d(v)) + ")"      # + 0.0: no "-0"
 
@@ -228,7 +217,8 @@ def _check_points(c: _Ctx, ground_enabled: bool, ground_height: float) -> list[s
             body = bodies[int(k)]
             logged = np.isfinite(pos[sel]).all(axis=1) & np.isfinite(quat[sel]).all(axis=1)
             p = np.where(logged[:, None], pos[sel], np.asarray(body.position, np.float64))
-            R = _quat_to_matrix(np.where(logged[:, None], quat[sel], np.asarray(body.quaternion, np.float64)))
+            from ..sources.modal import quat_to_matrix          # the one quaternion -> matrix of the package
+            R = quat_to_matrix(np.where(logged[:, None], quat[sel], np.asarray(body.quaternion, np.float64)))
             tol = max(POINT_TOL_ABS, POINT_TOL_REL * size[k]) + np.where(logged, 0.0, reach[sel])
             x = log.point[sel]
             e = _surface_distance(body, np.einsum("nji,nj->ni", R, x - p)) - tol
