@@ -9,12 +9,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .constants import V_MIN
 from .dynamics.events import EventLog
 from .io.progress import QUIET, Progress
 from .mix import mix_stems
 from .scene.model import Scene
 
-V_MIN = 0.05   # m/s: slower contacts make no impact sound (PAN paper sec. 3)
 
 
 @dataclass

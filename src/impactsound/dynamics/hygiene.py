@@ -36,12 +36,12 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
+from ..constants import V_MIN
 from .events import GROUND, SUPPORT, EventLog
 
 __all__ = ["RawContacts", "MergedEvents", "canonicalize", "merge_collisions", "clean_contacts", "support_at",
            "V_MIN"]
 
-V_MIN = 0.05            # [m/s] PAN's static-contact threshold (specs/pan.md, modal-sound.md sec. 8.3)
 
 
 @dataclass

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..constants import AIR_C, AIR_RHO
 from ..materials import Material
 
 
@@ -49,8 +50,8 @@ class Listener:
 
 @dataclass
 class Air:
-    c: float = 343.2                  # speed of sound [m/s]
-    rho: float = 1.2041               # density [kg/m^3]
+    c: float = AIR_C                   # speed of sound [m/s]
+    rho: float = AIR_RHO              # density [kg/m^3]
 
 
 @dataclass

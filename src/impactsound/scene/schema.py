@@ -14,6 +14,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from ..constants import AIR_C, AIR_RHO
 from ..errors import InputError, MeshError
 from ..materials import Material, get_material, make_material
 from ..mesh.surface import check_surface
@@ -70,8 +71,8 @@ class ListenerSpec(_Strict):
 
 
 class AirSpec(_Strict):
-    c: float = 343.2
-    rho: float = 1.2041
+    c: float = AIR_C
+    rho: float = AIR_RHO
 
 
 class SceneSpec(_Strict):

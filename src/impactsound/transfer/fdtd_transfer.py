@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..assets import Asset, content_hash
+from ..constants import AIR_C, AIR_RHO
 from ..errors import InputError
 from . import bem, ffat
 
@@ -75,8 +76,8 @@ class FDTDTransferSettings:
     terms: int = 3
     shells: int = 5
     max_cells: int = 20_000_000
-    c: float = 343.2
-    rho: float = 1.2041
+    c: float = AIR_C
+    rho: float = AIR_RHO
 
     def check(self) -> None:
         if not (self.ppw >= 4):

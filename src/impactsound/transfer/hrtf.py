@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..constants import AIR_C
+
 HEAD_RADIUS = 0.0875      # m
 ALPHA_MIN = 0.1
 THETA_MIN = np.radians(150.0)
@@ -25,7 +27,7 @@ def alpha(theta):
     return (1 + ALPHA_MIN / 2) + (1 - ALPHA_MIN / 2) * np.cos(np.pi * np.asarray(theta) / THETA_MIN)
 
 
-def head_shadow(omega, theta, a: float = HEAD_RADIUS, c: float = 343.2) -> np.ndarray:
+def head_shadow(omega, theta, a: float = HEAD_RADIUS, c: float = AIR_C) -> np.ndarray:
     """|H(w, theta)| (broadcast over omega [rad/s] and theta [rad])."""
     w0 = c / a
     x = np.asarray(omega, np.float64) / (2 * w0)

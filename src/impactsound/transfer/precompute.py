@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from ..assets import Asset, content_hash, read_asset, write_asset
+from ..constants import AIR_C, AIR_RHO
 from ..errors import AssetError, InputError
 from . import bem, ffat
 
@@ -53,8 +54,8 @@ class TransferSettings:
     max_modes: int | None = None
     max_faces: int = 6000
     per_wavelength: float = bem.ELEMENTS_PER_WAVELENGTH
-    c: float = 343.2
-    rho: float = 1.2041
+    c: float = AIR_C
+    rho: float = AIR_RHO
     backend: str = "numba"
 
     def check(self) -> None:

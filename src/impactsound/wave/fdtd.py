@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 import numba as nb
 import numpy as np
 
+from ..constants import AIR_C, AIR_RHO
 from ..errors import SolverError
 from ..parallel import default_threads
 
@@ -456,7 +457,7 @@ class FDTDSolver:
     blocking; default 4). Neither changes the result: every cell is updated by the same arithmetic in any
     schedule, so the fields are bit-identical for any thread count and block size."""
 
-    def __init__(self, grid: Grid, c: float = 343.2, rho: float = 1.2041, dt: float | None = None,
+    def __init__(self, grid: Grid, c: float = AIR_C, rho: float = AIR_RHO, dt: float | None = None,
                  dtype=np.float32, threads: int | None = None, block_steps: int | None = None):
         if dt is None:
             dt = 0.99 * COURANT_LIMIT * grid.dx / c

@@ -33,6 +33,7 @@ from typing import Callable
 import numpy as np
 
 from ..assets import Asset, content_hash, read_asset, write_asset
+from ..constants import AIR_C
 from ..errors import AssetError, SolverError
 from ..parallel import map_tasks
 from .fdtd import COURANT_LIMIT, DEFAULT_NPML, FDTDSolver, centred_grid, solver_bytes, voxelize
@@ -88,7 +89,7 @@ class PANGridPlan:
         return float(self.n_cells) * self.step_range()[1 if most else 0] * n_fields
 
 
-def plan_grid(h: float, bounding_radius: float, max_radius: float, duration: float, c: float = 343.2,
+def plan_grid(h: float, bounding_radius: float, max_radius: float, duration: float, c: float = AIR_C,
               cells_per_wavelength: float = 10.0, npml: int = DEFAULT_NPML, courant: float = 0.99 * COURANT_LIMIT,
               max_bytes: float = 8e9, min_duration: float | None = None, decay_db: float = DECAY_DB,
               decay_window: float | None = None) -> PANGridPlan:

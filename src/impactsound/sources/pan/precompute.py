@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from ...assets import content_hash
+from ...constants import AIR_C, AIR_RHO
 from ...errors import InputError
 from ...materials import Material
 from ...wave.voxel import inside_grid
@@ -85,8 +86,8 @@ class PANJob:
                 "adaptive": self.plan.adaptive}
 
 
-def plan_pan(mesh, material: Material, *, n_theta: int = 5, n_phi: int = 10, c: float = 343.2,
-             rho: float = 1.2041, duration: float | None = None, cells_per_wavelength: float = 10.0,
+def plan_pan(mesh, material: Material, *, n_theta: int = 5, n_phi: int = 10, c: float = AIR_C,
+             rho: float = AIR_RHO, duration: float | None = None, cells_per_wavelength: float = 10.0,
              dtype: str = "float32", max_bytes: float = 8e9, h: float | None = None,
              max_duration: float | None = None, decay_db: float = DECAY_DB) -> PANJob:
     """Plan the precompute of ``mesh`` (watertight, metres) made of ``material``; nothing is run.

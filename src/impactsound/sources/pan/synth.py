@@ -52,6 +52,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
+from ...constants import V_MIN
 from ...dynamics.events import EventLog
 from ...errors import InputError
 from ..modal_kernel import default_threads
@@ -61,8 +62,6 @@ from .timescale import acceleration_amplitudes
 
 #: impulses per work item (fixed: results do not depend on the thread count)
 CHUNK = 2048
-#: relative speed threshold below which contacts are resting contacts (paper sec. 4.3: 5 cm/s) [m/s]
-V_MIN = 0.05
 
 
 # ---------------------------------------------------------------------------------------------------------------
