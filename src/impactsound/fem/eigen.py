@@ -1,8 +1,23 @@
-"""Generalised eigenproblem K u = w^2 M u for free-free elastic bodies (modal-sound.md sec. 2).
+"""Generalised eigenproblem K u = w^2 M u for free-free elastic bodies: the driver.
 
-Method (chosen by measurement, see bench/bench_modal_solve.py):
+The modes of linear modal sound synthesis (O'Brien, J. F., Shen, C. & Gatchalian, C. M. 2002, "Synthesizing
+sounds from rigid-body simulations", Proc. ACM SIGGRAPH/Eurographics Symposium on Computer Animation):
+K u_j = w_j^2 M u_j, rigid-body modes (w = 0) discarded, eigenvectors mass-normalised so that U^T M U = I and
+U^T K U = diag(w_j^2) (Chadwick, J. N., An, S. S. & James, D. L. 2009, "Harmonic shells: a practical nonlinear
+sound model for near-rigid thin shells", ACM Trans. Graph. 28(5), sec. 2.2, eqs. (7)-(8)). The shift-invert
+spectral transformation is Ericsson, T. & Ruhe, A. 1980, "The spectral transformation Lanczos method for the
+numerical solution of large sparse generalized symmetric eigenvalue problems", Math. Comp. 35(152),
+1251-1268. The nondimensional shift, the residual acceptance test and the rigid-mode count below are this
+package's own choices, not the papers'.
 
-1. Nondimensionalise (sec. 2): K_hat = K/(E0 L), M_hat = M/(rho0 L^3), w_hat^2 = w^2 rho0 L^2/E0 with the
+The parts live in modules of their own: the fill-reducing order in :mod:`impactsound.fem.ordering`, the
+factorisations of K - sigma M in :mod:`impactsound.fem.cholesky`, block Lanczos in
+:mod:`impactsound.fem.lanczos`; this module scales, orders, factors, runs Lanczos and applies the rigid-mode
+and acceptance policy.
+
+Method (chosen by measurement, see the source repository's bench/bench_modal_solve.py):
+
+1. Nondimensionalise: K_hat = K/(E0 L), M_hat = M/(rho0 L^3), w_hat^2 = w^2 rho0 L^2/E0 with the
    material's E0, rho0 and the object size L, so the first elastic w_hat^2 is O(0.01-100) whatever the units.
    The default shift sigma_hat = -1 then lies below the spectrum by about the first eigenvalue: K_hat + M_hat is
    symmetric positive definite, rigid modes (w = 0) are harmless (they map to 1/(0 - sigma_hat) = 1, not to a
@@ -10,7 +25,7 @@ Method (chosen by measurement, see bench/bench_modal_solve.py):
    sigma = (2 pi f_shift)^2 is available as the second strategy (indefinite; threshold pivoting).
 2. Order the dofs by *geometric nested dissection* of the node graph (median bisection along the longest extent,
    separators last), which also yields the separator tree; for the SPD case factor K_hat + M_hat = L L^T once,
-   multifrontally on that tree (one dense front per leaf/separator, LAPACK/BLAS-3; _MultifrontalCholesky).
+   multifrontally on that tree (one dense front per leaf/separator, LAPACK/BLAS-3; MultifrontalCholesky).
    Indefinite (in-band) shifts, or a K that is not positive semi-definite, go to SuperLU in the same order with
    threshold pivoting (no coordinates: SuperLU's MMD order).
 3. Block shift-invert Lanczos in the M_hat inner product with full reorthogonalisation: each step solves for a
@@ -38,31 +53,33 @@ at its best tuning (block 8, basis 300, tol 1e-7: factor 2.7 s + Lanczos 4.4 s);
 COLAMD orders on the same matrix factor in 2.7 / 4.5 s against 2.0 s for ours, and solve slower (12 / 18 ms
 per vector); scipy's spsolve_triangular on SuperLU's L and U: 53-70 ms per vector;
 LOBPCG + smoothed-aggregation AMG (pyamg, rigid-body near-nullspace, 76-vector block, tol 1e-7): 51 s;
-ARPACK with a CHOLMOD factor (cholespy wheel: simplicial, ~5 s factor) only 1.3x (issue author). Not tried:
-a float32 factor with refinement (each refined solve is two single-precision solves plus a product with A,
-no cheaper than one double solve here), Pardiso (rejected as a dependency).
+ARPACK with a CHOLMOD factor (cholespy wheel: simplicial, ~5 s factor) only 1.3x (measured by the reporter of
+the issue). Not tried: a float32 factor with refinement (each refined solve is two single-precision solves plus
+a product with A, no cheaper than one double solve here), Pardiso (rejected as a dependency).
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
 
-import numba as nb
 import numpy as np
 import scipy.linalg as sla
 import scipy.sparse as sp
-import scipy.sparse.linalg as spla
-from scipy.linalg import blas, lapack
-from scipy.sparse.csgraph import maximum_bipartite_matching
 
 from ..errors import SolverError
 from ..parallel import single_threaded_blas
+from .cholesky import shift_invert_operator
+from .lanczos import block_lanczos, block_lanczos_abs
+from .ordering import dof_permutation, nested_dissection, nested_dissection_tree, node_graph
+
+# node_graph, nested_dissection and nested_dissection_tree are re-exported (they lived here before)
+__all__ = ["SOLVER_VERSION", "RESIDUAL_TOL", "EigenResult", "relative_residuals", "solve_modes",
+           "solve_modes_inband", "node_graph", "nested_dissection", "nested_dissection_tree"]
 
 SOLVER_VERSION = "block-lanczos-mf-2"   # part of the modal-cache key
-RESIDUAL_TOL = 1e-6                     # sec. 2 acceptance
+RESIDUAL_TOL = 1e-6                     # acceptance of a pair (relative_residuals)
 _INNER_TOL_REL = 0.1                    # Lanczos converges pairs to this x the acceptance tol (1e-7 by default)
 _DENSE_MAX_DOF = 900                    # below this a dense generalised eigh is cheaper and exact
-_ND_LEAF = 32                           # nodes per nested-dissection leaf (dense leaf fronts of 96 dofs)
 
 
 @dataclass
@@ -70,8 +87,8 @@ class EigenResult:
     """Elastic modes of K u = w^2 M u (SI units).
 
     frequencies_hz (m,) ascending [Hz]; omega2 (m,) [rad^2/s^2]; U (ndof, m) with U^T M U = I [1/sqrt(kg)];
-    residuals (m,) relative residuals (sec. 2 measure); rigid (ndof, 6 n_components) mass-normalised rigid-body
-    modes as solved; info: solver statistics.
+    residuals (m,) relative residuals (:func:`relative_residuals`); rigid (ndof, 6 n_components)
+    mass-normalised rigid-body modes as solved; info: solver statistics.
     """
 
     frequencies_hz: np.ndarray
@@ -82,410 +99,56 @@ class EigenResult:
     info: dict = field(default_factory=dict)
 
 
-# ----------------------------------------------------------------------------------------------------------
-# ordering
-
-def node_graph(A: sp.spmatrix, dofs_per_node: int = 3) -> sp.csr_matrix:
-    """Node adjacency (n_nodes x n_nodes, boolean CSR) from the block sparsity of a dof matrix."""
-    n = A.shape[0] // dofs_per_node
-    S = sp.csr_matrix((np.ones(A.shape[0]), (np.arange(A.shape[0]) // dofs_per_node, np.arange(A.shape[0]))),
-                      shape=(n, A.shape[0]))
-    Aa = A.tocsr(copy=True)
-    Aa.data = np.ones_like(Aa.data)
-    G = (S @ Aa @ S.T).tocsr()
-    G.data[:] = 1.0
-    return G
+def _units(scale) -> tuple[float, float, float]:
+    """(E0 [Pa], rho0 [kg/m^3], L [m]) -> the stiffness and mass scales E0 L, rho0 L^3 and the eigenvalue unit
+    E0 / (rho0 L^2) [rad^2/s^2] of the nondimensionalisation."""
+    E0, rho0, L = (float(v) for v in scale)
+    return E0 * L, rho0 * L**3, E0 / (rho0 * L**2)
 
 
-def _min_vertex_cover(C: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray]:
-    """Smallest vertex set touching every edge of a bipartite graph (rows | columns of C), as two boolean masks.
+def _permuted(K, M, kscale, mscale, coords):
+    """Nondimensional K, M in the fill-reducing order: (Kp, Mp, inv, tree).
 
-    Koenig's construction from a maximum matching: Z = the vertices reachable from unmatched rows along
-    alternating paths (row -> column by any edge, column -> row by its matching edge); the cover is
-    (rows not in Z) + (columns in Z), as many vertices as the matching has edges.
+    inv undoes the dof permutation (X = Xp[inv]); tree = (bounds, parent) of the nested-dissection separator
+    tree in dofs, or None without coordinates (identity order; SuperLU then orders by minimum degree).
     """
-    nr, nc = C.shape
-    col_of = maximum_bipartite_matching(C, perm_type="column")      # matched column of each row, or -1
-    row_of = np.full(nc, -1, dtype=np.int64)
-    row_of[col_of[col_of >= 0]] = np.flatnonzero(col_of >= 0)
-    CT = C.T.tocsr()
-    in_z_row = col_of < 0
-    in_z_col = np.zeros(nc, dtype=bool)
-    front = in_z_row.copy()
-    while front.any():
-        new_col = (CT @ front.astype(np.float64) > 0) & ~in_z_col
-        in_z_col |= new_col
-        rows = row_of[new_col]
-        front = np.zeros(nr, dtype=bool)
-        front[rows[rows >= 0]] = True
-        front &= ~in_z_row
-        in_z_row |= front
-    return ~in_z_row, in_z_col
-
-
-def nested_dissection_tree(coords: np.ndarray, graph: sp.csr_matrix, leaf: int = _ND_LEAF
-                           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Fill-reducing node order by geometric nested dissection, with its separator tree.
-
-    Recursively split the node set at the median of its longest coordinate extent; the separator is a minimum
-    vertex cover of the edges between the halves (_min_vertex_cover), numbered after both halves, so eliminating
-    either half creates no fill in the other. Why the cover rather than "the nodes of one half that touch the
-    other" (the earlier choice): on P2 meshes, whose mid-edge nodes couple across whole elements, it cuts the
-    factor from 26 M to 19 M entries and its time from 1.7 to 0.9 s (41 k-dof plate), below SuperLU's MMD
-    (19.4 M in L); on P1 12.6 -> 11.4 M. Leaves of <= ``leaf`` nodes keep their order. The loop is over
-    subdomains (~n/leaf), not elements.
-
-    Returns (perm, sizes, parent): perm, a permutation of range(n_nodes), lists the nodes group by group
-    (leaves and separators in postorder: a group comes after every group of its subtree), ``sizes`` nodes each;
-    parent[g] is the separator group that split g off (-1 for the root). A separator may be empty (the halves
-    do not touch: separate bodies).
-    """
-    coords = np.asarray(coords, dtype=np.float64)
-    groups: list[np.ndarray] = []
-    owner: list[list] = []          # per group: the one-element slot that will hold its parent's group index
-    # explicit stack (no recursion limit), LIFO, so pushed in reverse of the emission order (A, B, separator).
-    # A slot is filled with the separator's group index when the separator is emitted, after its subtrees.
-    stack: list[tuple] = [("split", np.arange(len(coords)), [-1], None)]
-    while stack:
-        kind, ids, up, me = stack.pop()
-        if kind == "emit" or len(ids) <= leaf:
-            groups.append(ids)
-            owner.append(up)
-            if me is not None:
-                me[0] = len(groups) - 1
-            continue
-        p = coords[ids]
-        ax = int(np.argmax(p.max(axis=0) - p.min(axis=0)))
-        med = np.median(p[:, ax])
-        a = p[:, ax] <= med
-        if a.all():                                  # over half the nodes sit at the maximum: split below it
-            a = p[:, ax] < med
-        if a.all() or not a.any():                   # all at one coordinate: a (dense) leaf
-            groups.append(ids)
-            owner.append(up)
-            continue
-        ia, ib = ids[a], ids[~a]
-        C = graph[ia][:, ib].tocsr()
-        ta = np.flatnonzero(np.diff(C.indptr) > 0)                   # the nodes of each half on the cut
-        tb = np.unique(C.indices)
-        cover_a, cover_b = _min_vertex_cover(C[ta][:, tb].tocsr())
-        in_a = np.zeros(len(ia), dtype=bool)
-        in_a[ta[cover_a]] = True
-        in_b = np.zeros(len(ib), dtype=bool)
-        in_b[tb[cover_b]] = True
-        sep, ia, ib = np.concatenate([ia[in_a], ib[in_b]]), ia[~in_a], ib[~in_b]
-        me_ = [-1]
-        stack.append(("emit", sep, up, me_))
-        stack.append(("split", ib, me_, None))
-        stack.append(("split", ia, me_, None))
-    perm = np.concatenate(groups)
-    assert len(perm) == len(coords)
-    parent = np.array([u[0] for u in owner], dtype=np.int64)
-    sizes = np.array([len(g) for g in groups], dtype=np.int64)
-    return perm, sizes, parent
-
-
-def nested_dissection(coords: np.ndarray, graph: sp.csr_matrix, leaf: int = _ND_LEAF) -> np.ndarray:
-    """Node permutation of :func:`nested_dissection_tree`."""
-    return nested_dissection_tree(coords, graph, leaf)[0]
-
-
-# ----------------------------------------------------------------------------------------------------------
-# factorisation of K - sigma M
-
-@nb.njit(cache=True, nogil=True)
-def _extend_add(F, U, li):
-    """F[li, li] += U on the lower triangle (li ascending, so U's lower triangle lands in F's)."""
-    n = li.shape[0]
-    for j in range(n):
-        lj = li[j]
-        for i in range(j, n):
-            F[li[i], lj] += U[i, j]
-
-
-class _MultifrontalCholesky:
-    """A = L L^T of a symmetric positive definite A given in nested-dissection order (multifrontal).
-
-    Each group of the separator tree is one dense front: its own dofs (s) plus the later dofs its subtree
-    couples to (b, the front's structure). The front is assembled from A's columns and the children's update
-    matrices, then factored with LAPACK (potrf) and BLAS-3 (trmm, syrk); the Schur complement (b x b) goes up to
-    the parent. Why not SuperLU on the same order (measured, single BLAS thread, 31 k-dof P1 bench plate /
-    41 k-dof P2 plate): it factors in 2.0-2.7 s / 12 s (6.7 s in its own MMD order) against 0.6-1.0 s / 2.6 s
-    here, and its multi-right-hand-side solve walks the U part column by column once per right-hand side:
-    11-15 ms per vector in 8-22-vector blocks against 5-8 ms here (P2: 22 vs 14.5 ms). The block solves are
-    most of a Lanczos run.
-
-    Stored per front: G = [L_ss^-1; L_bs L_ss^-1] ((s + b) x s), so both triangular sweeps of a block solve are
-    plain matrix products plus one gather/scatter of the front's structure rows. Explicit inverses of the
-    diagonal blocks cost ~25 % more factor flops and lose accuracy only as cond(L_ss) ~ sqrt(cond(A)); measured
-    ||A X - B|| / ||B|| ~ 1e-12, and every accepted pair's true residual is checked anyway (sec. 2).
-    Raises np.linalg.LinAlgError when A is not positive definite.
-    """
-
-    def __init__(self, A: sp.spmatrix, bounds: np.ndarray, parent: np.ndarray):
-        A = sp.csc_matrix(A)
-        A.sum_duplicates()
-        indptr, indices, data = A.indptr, A.indices, A.data
-        ng = len(bounds) - 1
-        children: list[list[int]] = [[] for _ in range(ng)]
-        for g in range(ng):
-            if parent[g] >= 0:
-                children[parent[g]].append(g)
-        self.bounds = np.asarray(bounds, dtype=np.int64)
-        self.struct: list[np.ndarray] = [None] * ng       # type: ignore[list-item]
-        self.G: list[np.ndarray] = [None] * ng             # type: ignore[list-item]
-        update: dict[int, np.ndarray] = {}
-        for g in range(ng):
-            c0, c1 = int(bounds[g]), int(bounds[g + 1])
-            s = c1 - c0
-            rows = indices[indptr[c0]:indptr[c1]]
-            parts = [rows[rows >= c1]] + [self.struct[c][self.struct[c] >= c1] for c in children[g]]
-            st = np.unique(np.concatenate(parts)).astype(np.int64)
-            self.struct[g] = st
-            b = len(st)
-            loc_of = np.concatenate([np.arange(c0, c1), st])          # front row -> global dof (ascending)
-            F = np.zeros((s + b, s + b), order="F")
-            keep = rows >= c0
-            cols = np.repeat(np.arange(s), np.diff(indptr[c0:c1 + 1]))
-            F[np.searchsorted(loc_of, rows[keep]), cols[keep]] = data[indptr[c0]:indptr[c1]][keep]
-            for c in children[g]:
-                if c in update:                                  # (a child coupled to nothing later has none)
-                    li = np.searchsorted(loc_of, self.struct[c])
-                    if li[-1] >= len(loc_of) or not np.array_equal(loc_of[li], self.struct[c]):
-                        # cannot happen for a valid separator tree; never extend-add into the wrong rows
-                        raise np.linalg.LinAlgError("separator tree does not match the sparsity")
-                    _extend_add(F, update.pop(c), li)
-            G = np.empty((s + b, s))
-            if s:
-                Lss, info = lapack.dpotrf(F[:s, :s], lower=1, clean=1)
-                if info != 0:
-                    raise np.linalg.LinAlgError("K - sigma M is not positive definite")
-                Linv, info = lapack.dtrtri(Lss, lower=1)
-                if info != 0:
-                    raise np.linalg.LinAlgError("singular diagonal block")
-                G[:s] = Linv
-                if b:
-                    Lbs = blas.dtrmm(1.0, Linv, F[s:, :s], side=1, lower=1, trans_a=1)   # F_bs L_ss^-T
-                    G[s:] = blas.dtrmm(1.0, Linv, Lbs, side=1, lower=1)               # L_bs L_ss^-1
-                    U = blas.dsyrk(-1.0, Lbs, beta=1.0, c=F[s:, s:], lower=1, overwrite_c=1)
-            else:
-                U = F
-            self.G[g] = G
-            if parent[g] >= 0 and b:
-                update[g] = np.asfortranarray(U)
-        self.nnz = int(sum(G.size for G in self.G))
-
-    def solve(self, B: np.ndarray) -> np.ndarray:
-        X = np.array(B, dtype=np.float64, order="C", copy=True)    # rows contiguous: cheap row gathers
-        bd, G, S = self.bounds, self.G, self.struct
-        ng = len(G)
-        for g in range(ng):                                         # L y = b, leaves first
-            c0, c1 = bd[g], bd[g + 1]
-            s = c1 - c0
-            if s == 0:
-                continue
-            R = G[g] @ X[c0:c1]
-            X[c0:c1] = R[:s]
-            if len(S[g]):
-                X[S[g]] -= R[s:]
-        for g in range(ng - 1, -1, -1):                             # L^T x = y, root first
-            c0, c1 = bd[g], bd[g + 1]
-            s = c1 - c0
-            if s == 0:
-                continue
-            Gg = G[g]
-            if len(S[g]):
-                X[c0:c1] = Gg[:s].T @ X[c0:c1] - Gg[s:].T @ X[S[g]]
-            else:
-                X[c0:c1] = Gg[:s].T @ X[c0:c1]
-        return X
-
-
-class _ShiftInvert:
-    """Solves (K - sigma M) x = b for blocks of b, in the (already permuted) dof order (SuperLU).
-
-    Used for indefinite shifts (in-band sigma) and as the fallback when the Cholesky factorisation finds
-    K - sigma M not positive definite."""
-
-    def __init__(self, A: sp.csc_matrix, spd: bool):
-        opts = dict(SymmetricMode=True)
-        try:
-            if spd:
-                # no pivoting: keep the nested-dissection order (SPD needs none)
-                self.lu = spla.splu(A, permc_spec="NATURAL", diag_pivot_thresh=0.0, options=opts)
-            else:
-                self.lu = spla.splu(A, permc_spec="NATURAL", diag_pivot_thresh=0.01, options=opts)
-        except RuntimeError as exc:
-            raise SolverError(f"factorisation of K - sigma M failed ({exc}); the shift is an eigenvalue or the "
-                              f"mesh is degenerate: try another shift or re-mesh") from None
-        self.nnz = int(self.lu.L.nnz + self.lu.U.nnz)
-
-    def solve(self, B: np.ndarray) -> np.ndarray:
-        return self.lu.solve(np.asfortranarray(B, dtype=np.float64))
-
-
-def _m_orthonormalise(W, MW_fn, Q, m, rng, local=None):
-    """Orthogonalise block W against Q[:, :m] in the M inner product and M-orthonormalise it (Cholesky-QR,
-    twice). Returns (W, M W).
-
-    Classical Gram-Schmidt, block-wise (BLAS-3). ``local`` = (Q_l, M Q_l), the last Lanczos blocks and their M
-    products: W is first orthogonalised against those alone, since they hold almost all of a new Lanczos block
-    (three-term recurrence); one pass against all of Q then removes what is left, rounding included. A further
-    full pass is made only where that pass still removed as much as it left (M-norm dropped by more than
-    1/sqrt(2): the Daniel-Gragg-Kaufman-Stewart test, "twice is enough"), so full reorthogonalisation stays at
-    working precision while the common case reads Q once per coefficient product, not twice. The coefficients
-    are Q^T (M W), one sparse product, so M Q need not be stored (half the basis memory).
-    """
-    for attempt in range(3):
-        if m and local is not None:
-            Ql, MQl = local
-            W = W - Ql @ (MQl.T @ W)
-        MW = MW_fn(W)
-        for _ in range(3):
-            if not m:
-                break
-            C = Q[:, :m].T @ MW
-            W = W - Q[:, :m] @ C
-            MW = MW_fn(W)
-            if np.all(np.einsum("ij,ij->j", C, C) <= np.einsum("ij,ij->j", W, MW)):
-                break
-        ok = True
-        for _ in range(2):
-            G = W.T @ MW
-            try:
-                Rinv = np.linalg.inv(np.linalg.cholesky(0.5 * (G + G.T)).T)
-            except np.linalg.LinAlgError:
-                ok = False
-                break
-            W, MW = W @ Rinv, MW @ Rinv
-        if ok and np.all(np.isfinite(W)):
-            return np.ascontiguousarray(W), np.ascontiguousarray(MW)
-        # rank-deficient block (an invariant subspace was reached): refill with random directions
-        W = rng.standard_normal(W.shape)
-    raise SolverError("block Lanczos could not extend its basis (rank deficiency); the problem may be too "
-                      "small for the number of modes requested")
-
-
-def _block_lanczos(Kp, Mp, op, nev: int, *, lam_max: float | None, block: int, tol: float,
-                   max_dim: int, seed: int, n_rigid: int, sigma: float, max_steps: int = 400,
-                   accept: float = 0.1 * RESIDUAL_TOL, start: np.ndarray | None = None):
-    """Lowest ``nev`` eigenpairs of Kp x = lam Mp x (nondimensional, permuted order), shift-invert about sigma.
-
-    The basis Q is M-orthonormal, so Rayleigh-Ritz is the dense symmetric eigenproblem of H = Q^T K Q (kept
-    up to date one block of columns at a time). With lam_max: stop once every Ritz value <= lam_max (among the
-    first nev) has converged together with the next one above it (so none below lam_max is missing).
-    start: converged eigenvectors (n, p), M-orthonormal (the pairs of a smaller run), taken as the first p basis
-    vectors; the random first block is then orthogonalised against them, so the Krylov space grows in their
-    complement (expanding from them instead, as after a thick restart, was measured to stall: they are nearly
-    invariant). Returns (lam, X, residuals, stats).
-    """
-    n = Kp.shape[0]
-    rng = np.random.default_rng(seed)
-    max_dim = int(min(max_dim, n))
-    # Row-major throughout: Q[:, :m] is still a plain BLAS operand (leading dimension max_dim), and scipy's
-    # sparse products and the block solve want row-major blocks (measured: M times 12 column-major vectors 9 ms,
-    # row-major 3 ms; the layout conversion is what costs).
-    Q = np.empty((n, max_dim))
-    H = np.zeros((max_dim, max_dim))
-    Mfn = lambda X: Mp @ X
-
-    def residuals(Yc, th):
-        X = Q[:, :m] @ Yc
-        KX = Kp @ X
-        MX = Mp @ X
-        nk = np.linalg.norm(KX, axis=0)
-        nm = np.linalg.norm(MX, axis=0)
-        # sec. 2 measure; rigid modes (theta ~ 0) are measured against the first elastic eigenvalue
-        den = nk + np.maximum(np.abs(th), floor) * nm
-        return np.linalg.norm(KX - MX * th, axis=0) / den, X
-
-    W = rng.standard_normal((n, block))
-    m = 0
-    local, recent = None, []   # (Q, M Q) of the last two blocks; their M products
-    if start is not None and 0 < start.shape[1] <= min(nev, max_dim - 2 * block):
-        m = start.shape[1]
-        Q[:, :m] = start
-        H[:m, :m] = start.T @ (Kp @ start)
-    n_solves = n_restarts = 0
-    res_w = np.array([np.inf])
-    best_prev = np.inf
-    prev_theta = None
-    for step in range(max_steps):
-        b = min(W.shape[1], max_dim - m)
-        W, MW = _m_orthonormalise(W[:, :b], Mfn, Q, m, rng, local=local)
-        Q[:, m:m + b] = W
-        KW = Kp @ W
-        H[:m + b, m:m + b] = Q[:, :m + b].T @ KW
-        H[m:m + b, :m] = H[:m, m:m + b].T
-        m += b
-        Hm = H[:m, :m]
-        theta, Y = np.linalg.eigh(0.5 * (Hm + Hm.T))
-        k = min(nev, m)
-        floor = max(abs(sigma), float(theta[min(n_rigid, k - 1)]))
-        need = nev if lam_max is None else min(nev, int(np.searchsorted(theta[:k], lam_max, "right")) + 1)
-        done = False
-        # The top of the wanted set converges last: check that window first, everything only when it passed.
-        # A residual costs a pass over Q and two sparse products, so it is computed only once the window's Ritz
-        # values have settled (moved < 1e-6 relative since the last step): a Ritz value's error goes as its
-        # residual squared (measured: change ~ 10 res^2), so a window that still moves that much cannot meet
-        # tol (1e-7) yet, and one that meets tol has long settled below this gate.
-        win = slice(max(0, need - b), need)
-        settled = (prev_theta is not None and len(prev_theta) >= need and
-                   bool(np.all(np.abs(theta[win] - prev_theta[win]) <= 1e-6 * np.maximum(np.abs(theta[win]), floor))))
-        prev_theta = theta[:k].copy()
-        if need <= k and m >= need + b and settled:
-            res_w, _ = residuals(Y[:, win], theta[win])
-            # Stagnation: with an in-band shift next to the rigid cluster, rounding in the huge rigid Ritz
-            # values 1/(0 - sigma) floors the elastic residuals near 1e-8; once they sit below the accept
-            # threshold and stop improving, more steps cannot help, so accept there (sec. 2 threshold holds).
-            best = float(np.max(res_w))
-            stalled = best > 0.5 * best_prev and best <= accept
-            best_prev = min(best_prev, best)
-            if np.all(res_w <= tol) or stalled:
-                res, X = residuals(Y[:, :need], theta[:need])
-                done = bool(np.all(res <= tol)) or (stalled and bool(np.all(res <= accept)))
-        if done:
-            lam = theta[:need]
-            break
-        if m + block > max_dim:
-            # thick restart: keep the best nev + block Ritz vectors (M-orthonormal; H becomes diagonal), then
-            # expand from the top of the wanted window, the part that converges last
-            keep = min(m - block, nev + block)
-            if keep < min(nev, m):
-                raise SolverError(f"block Lanczos basis limit {max_dim} too small for {nev} modes")
-            Yr = Y[:, :keep]
-            Q[:, :keep] = Q[:, :m] @ Yr
-            H[:] = 0.0
-            H[np.arange(keep), np.arange(keep)] = theta[:keep]
-            lo = max(0, min(need, keep) - block)
-            m = keep
-            n_restarts += 1
-            # the new block couples to every kept Ritz vector (arrowhead), not only to its neighbours: no
-            # local pass, the full passes and their norm test take care of it
-            recent, local = [], None
-            MW = Mp @ Q[:, lo:lo + block]
-        else:
-            # local pass of the next step: the last two blocks (contiguous in Q) with their M products, of
-            # which the orthonormalisation returned this step's
-            recent = recent[-1:] + [MW]
-            width = sum(x.shape[1] for x in recent)
-            local = (Q[:, m - width:m], recent[0] if len(recent) == 1 else np.hstack(recent))
-        W = op.solve(MW)
-        n_solves += W.shape[1]
+    ndof = K.shape[0]
+    if coords is not None:
+        perm_n, sizes, parent = nested_dissection_tree(coords, node_graph(K))
+        perm = dof_permutation(perm_n)
+        tree = (np.concatenate([[0], np.cumsum(3 * sizes)]), parent)
     else:
-        raise SolverError(f"block Lanczos did not converge in {max_steps} steps (residual "
-                          f"{float(np.max(res_w)):.2e}); re-mesh with better-shaped elements")
-    # Ritz values are upper bounds on the eigenvalues in order (interlacing), so this many eigenvalues at least
-    # lie below lam_max: a safe size for the next, larger run
-    n_below = 0 if lam_max is None else int(np.searchsorted(theta, lam_max, "right"))
-    stats = dict(steps=step + 1, basis=m, solves=n_solves, restarts=n_restarts, n_below=n_below)
-    return lam, X, res, stats
+        perm = np.arange(ndof)
+        tree = None
+    inv = np.empty_like(perm)
+    inv[perm] = np.arange(ndof)
+    Kp = (K / kscale)[perm][:, perm].tocsr()
+    Mp = (M / mscale)[perm][:, perm].tocsr()
+    return Kp, Mp, inv, tree
 
-
-# ----------------------------------------------------------------------------------------------------------
 
 def relative_residuals(K, M, U, omega2) -> np.ndarray:
-    """||K u - w^2 M u|| / (||K u|| + w^2 ||M u||) per column (modal-sound.md sec. 2)."""
+    """Relative residual of each eigenpair: ||K u - w^2 M u|| / (||K u|| + |w^2| ||M u||).
+
+    A pair is accepted when this is <= RESIDUAL_TOL (1e-6): scale-free, and for a rigid mode (w^2 ~ 0) it
+    measures how far K u is from zero against K u itself.
+
+    Parameters
+    ----------
+    K : scipy.sparse matrix, (n, n)
+        Stiffness [N/m].
+    M : scipy.sparse matrix, (n, n)
+        Mass [kg].
+    U : ndarray, (n, m)
+        Eigenvectors (any normalisation).
+    omega2 : ndarray, (m,)
+        Eigenvalues w^2 [rad^2/s^2].
+
+    Returns
+    -------
+    ndarray, (m,)
+        Relative residuals (dimensionless).
+    """
     KU = K @ U
     MU = M @ U
     r = np.linalg.norm(KU - MU * omega2, axis=0)
@@ -498,12 +161,42 @@ def solve_modes(K: sp.spmatrix, M: sp.spmatrix, n_modes: int, *, scale: tuple[fl
                 seed: int = 0, rigid_rel: float = 1e-3) -> EigenResult:
     """Lowest elastic modes of a free body: K u = w^2 M u.
 
-    K [N/m], M [kg]: symmetric CSR, 3 dofs per node (dof = 3 node + comp). n_modes: at most this many elastic
-    modes. scale = (E0 [Pa], rho0 [kg/m^3], L [m]) for the nondimensionalisation (sec. 2). f_max [Hz]: keep
-    only f <= f_max (the solve stops early once all of them are found). n_components: connected components
-    (6 rigid modes each are expected and removed). coords (n_nodes, 3) [m]: node positions for the fill-reducing
-    order (without them SuperLU's MMD order is used). shift: "nondim" (sigma_hat = -1) or an in-band shift
-    frequency [Hz] (sigma = (2 pi f)^2). tol: residual acceptance (sec. 2).
+    Parameters
+    ----------
+    K : scipy.sparse matrix, (n, n)
+        Stiffness [N/m], symmetric, 3 dofs per node (dof = 3 node + component).
+    M : scipy.sparse matrix, (n, n)
+        Mass [kg], symmetric positive definite, same numbering.
+    n_modes : int
+        At most this many elastic modes are returned.
+    scale : (float, float, float)
+        (E0 [Pa], rho0 [kg/m^3], L [m]) for the nondimensionalisation (module docstring, step 1).
+    f_max : float or None
+        Keep only f <= f_max [Hz] (the solve stops early once all of them are found).
+    n_components : int
+        Connected components of the mesh: 6 rigid modes each are expected and removed.
+    coords : ndarray, (n_nodes, 3) or None
+        Node positions [m] for the fill-reducing order (without them SuperLU's minimum degree order is used).
+    shift : "nondim" or float
+        "nondim" (sigma_hat = -1) or an in-band shift frequency [Hz] (sigma = (2 pi f)^2).
+    tol : float
+        Residual acceptance (:func:`relative_residuals`).
+    block : int or None
+        Lanczos block size (default: from the number of modes, 8-32).
+    seed : int
+        Seed of Lanczos' random start.
+    rigid_rel : float
+        Modes below rigid_rel times the first elastic frequency count as rigid.
+
+    Returns
+    -------
+    EigenResult
+        Elastic modes in ascending frequency, mass-normalised (U^T M U = I).
+
+    Raises
+    ------
+    SolverError
+        Not exactly 6 rigid modes per component, a pair whose residual stays above tol, or no convergence.
     """
     with single_threaded_blas():
         return _solve_modes(K, M, n_modes, scale=scale, f_max=f_max, n_components=n_components, coords=coords,
@@ -511,17 +204,13 @@ def solve_modes(K: sp.spmatrix, M: sp.spmatrix, n_modes: int, *, scale: tuple[fl
 
 
 def _solve_modes(K, M, n_modes, *, scale, f_max, n_components, coords, shift, tol, block, seed, rigid_rel):
-    E0, rho0, L = (float(v) for v in scale)
     ndof = K.shape[0]
     K = sp.csr_matrix(K)
     M = sp.csr_matrix(M)
-    kscale, mscale = E0 * L, rho0 * L**3
-    lam_unit = E0 / (rho0 * L**2)                      # w^2 = lam_hat * lam_unit
+    kscale, mscale, lam_unit = _units(scale)           # w^2 = lam_hat * lam_unit
     n_rigid = 6 * int(n_components)
     nev = int(n_modes) + n_rigid
     lam_max = None if f_max is None else (2 * np.pi * float(f_max))**2 / lam_unit
-    Kh = K / kscale
-    Mh = M / mscale
     if shift == "nondim":
         sigma = -1.0
     else:
@@ -530,30 +219,12 @@ def _solve_modes(K, M, n_modes, *, scale, f_max, n_components, coords, shift, to
                 lam_unit=lam_unit, ndof=ndof)
 
     if ndof <= _DENSE_MAX_DOF:
-        lam, X = sla.eigh(Kh.toarray(), Mh.toarray())
+        lam, X = sla.eigh((K / kscale).toarray(), (M / mscale).toarray())
         lam, X = lam[:min(nev, ndof)], X[:, :min(nev, ndof)]
     else:
-        if coords is not None:
-            perm_n, sizes, parent = nested_dissection_tree(coords, node_graph(K))
-            perm = (3 * perm_n[:, None] + np.arange(3)).ravel()
-        else:
-            perm = np.arange(ndof)                     # SuperLU's minimum degree order is used instead
-        inv = np.empty_like(perm)
-        inv[perm] = np.arange(ndof)
-        Kp = Kh[perm][:, perm].tocsr()
-        Mp = Mh[perm][:, perm].tocsr()
-        del Kh, Mh                                     # (peak memory: only the permuted copies are used)
+        Kp, Mp, inv, tree = _permuted(K, M, kscale, mscale, coords)
         A = (Kp - sigma * Mp).tocsc()
-        op = None
-        if coords is not None and sigma < 0:
-            try:
-                op = _MultifrontalCholesky(A, np.concatenate([[0], np.cumsum(3 * sizes)]), parent)
-                info["factor"] = "multifrontal-cholesky"
-            except np.linalg.LinAlgError:
-                op = None                              # K not positive semi-definite: let SuperLU try
-        if op is None:
-            op = _ShiftInvert(A, spd=sigma < 0) if coords is not None else _ShiftInvertMMD(A, spd=sigma < 0)
-            info["factor"] = "superlu"
+        op, info["factor"] = shift_invert_operator(A, sigma, tree)
         del A
         info["factor_nnz"] = op.nnz
         # With f_max, the number of modes below it is unknown (thin parts have many, small stiff solids
@@ -567,9 +238,9 @@ def _solve_modes(K, M, n_modes, *, scale, f_max, n_components, coords, shift, to
         while True:
             blk = block if block is not None else int(min(max(8, nev_try // 5), 32))
             max_dim = max(4 * nev_try + 2 * blk, 8 * blk)
-            lam, Xp, _, stats = _block_lanczos(Kp, Mp, op, nev_try, lam_max=lam_max, block=blk, start=start,
-                                               tol=_INNER_TOL_REL * tol, accept=tol, max_dim=max_dim,
-                                               seed=seed, n_rigid=n_rigid, sigma=sigma)
+            lam, Xp, _, stats = block_lanczos(Kp, Mp, op, nev_try, lam_max=lam_max, block=blk, start=start,
+                                              tol=_INNER_TOL_REL * tol, accept=tol, max_dim=max_dim,
+                                              seed=seed, n_rigid=n_rigid, sigma=sigma)
             n_below = stats.pop("n_below")
             for k_, v_ in stats.items():
                 info[k_] = info.get(k_, 0) + v_ if k_ != "basis" else v_
@@ -586,7 +257,7 @@ def _solve_modes(K, M, n_modes, *, scale, f_max, n_components, coords, shift, to
     omega2 = lam * lam_unit
     U = X / math.sqrt(mscale)
 
-    # negative eigenvalues first (sec. 2), then the rigid cluster at ~0
+    # negative eigenvalues first, then the rigid cluster at ~0
     absf = np.sqrt(np.abs(omega2)) / (2 * np.pi)
     if len(omega2) <= n_rigid:
         raise SolverError(f"only {len(omega2)} modes found; a free body has {n_rigid} rigid modes first: "
@@ -604,7 +275,7 @@ def _solve_modes(K, M, n_modes, *, scale, f_max, n_components, coords, shift, to
     keep = ~is_rigid & ~neg
     omega2, U = omega2[keep], U[:, keep]
 
-    # acceptance (sec. 2), measured on the SI matrices
+    # acceptance (relative_residuals), measured on the SI matrices
     res = relative_residuals(K, M, U, omega2)
     bad = np.flatnonzero(res > tol)
     if len(bad) and ndof > _DENSE_MAX_DOF:
@@ -615,7 +286,7 @@ def _solve_modes(K, M, n_modes, *, scale, f_max, n_components, coords, shift, to
         raise SolverError(f"mode {j} ({math.sqrt(max(omega2[j], 0)) / (2 * np.pi):.1f} Hz) has residual "
                           f"{res[j]:.2e} > {tol:g} after re-solving; re-mesh with better-shaped elements")
 
-    # mass-normalise exactly (sec. 2: U^T M U = I)
+    # mass-normalise exactly (U^T M U = I)
     U = U / np.sqrt(np.einsum("ij,ij->j", U, M @ U))
     rigid = rigid / np.sqrt(np.einsum("ij,ij->j", rigid, M @ rigid))
     order = np.argsort(omega2)
@@ -628,21 +299,8 @@ def _solve_modes(K, M, n_modes, *, scale, f_max, n_components, coords, shift, to
                        rigid=rigid, info=info)
 
 
-class _ShiftInvertMMD(_ShiftInvert):
-    """Shift-invert without coordinates: SuperLU's minimum degree order on A^T + A."""
-
-    def __init__(self, A, spd):
-        opts = dict(SymmetricMode=True)
-        try:
-            self.lu = spla.splu(A, permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0 if spd else 0.01,
-                                options=opts)
-        except RuntimeError as exc:
-            raise SolverError(f"factorisation of K - sigma M failed ({exc})") from None
-        self.nnz = int(self.lu.L.nnz + self.lu.U.nnz)
-
-
 def _resolve(K, M, omega2, U, res, bad, *, scale, coords, tol, seed):
-    """Re-solve failing pairs with an in-band shift just below the lowest of them (sec. 2)."""
+    """Re-solve failing pairs with an in-band shift just below the lowest of them; keep the better of each."""
     w2 = omega2[bad].min() * 0.98
     f_shift = math.sqrt(w2) / (2 * np.pi)
     # enough modes above the shift to cover all failing ones
@@ -657,57 +315,46 @@ def _resolve(K, M, omega2, U, res, bad, *, scale, coords, tol, seed):
 
 
 def solve_modes_inband(K, M, count, *, scale, coords, f_shift, seed=0):
-    """``count`` eigenpairs nearest above an in-band shift (2 pi f_shift)^2 (indefinite shift-invert).
+    """``count`` eigenpairs nearest an in-band shift (2 pi f_shift)^2 (indefinite shift-invert).
 
-    Returns (omega2, U, residuals) in SI units, U M-normalised; no rigid-mode handling.
+    The same scaling, order and factor choice as :func:`solve_modes`, then :func:`block_lanczos_abs` (a fixed
+    Krylov space, Ritz pairs by distance from the shift); no rigid-mode handling.
+
+    Parameters
+    ----------
+    K, M : scipy.sparse matrix, (n, n)
+        Stiffness [N/m] and mass [kg], as for :func:`solve_modes`.
+    count : int
+        Pairs wanted.
+    scale : (float, float, float)
+        (E0 [Pa], rho0 [kg/m^3], L [m]), as for :func:`solve_modes`.
+    coords : ndarray, (n_nodes, 3) or None
+        Node positions [m] for the fill-reducing order.
+    f_shift : float
+        Shift frequency [Hz].
+    seed : int
+        Seed of Lanczos' random start.
+
+    Returns
+    -------
+    omega2 : ndarray, (count,)
+        Eigenvalues w^2 [rad^2/s^2], by distance from the shift.
+    U : ndarray, (n, count)
+        Eigenvectors, M-normalised [1/sqrt(kg)].
+    residuals : ndarray, (count,)
+        :func:`relative_residuals` of the pairs.
     """
-    E0, rho0, L = (float(v) for v in scale)
-    lam_unit = E0 / (rho0 * L**2)
-    kscale, mscale = E0 * L, rho0 * L**3
+    kscale, mscale, lam_unit = _units(scale)
     sigma = (2 * np.pi * f_shift)**2 / lam_unit
     K = sp.csr_matrix(K)
     M = sp.csr_matrix(M)
-    ndof = K.shape[0]
-    if coords is not None:
-        pn = nested_dissection(coords, node_graph(K))
-        perm = (3 * pn[:, None] + np.arange(3)).ravel()
-    else:
-        perm = np.arange(ndof)
-    inv = np.empty_like(perm)
-    inv[perm] = np.arange(ndof)
-    Kp = (K / kscale)[perm][:, perm].tocsr()
-    Mp = (M / mscale)[perm][:, perm].tocsr()
+    Kp, Mp, inv, tree = _permuted(K, M, kscale, mscale, coords)
     # shifted problem: (K - sigma M) x = mu M x has its smallest |mu| nearest the shift; Rayleigh-Ritz on the
     # shifted K keeps the ordering by distance when we sort by |mu|
     A = (Kp - sigma * Mp).tocsc()
-    op = _ShiftInvert(A, spd=False) if coords is not None else _ShiftInvertMMD(A, spd=False)
+    op, _ = shift_invert_operator(A, sigma, tree)     # sigma >= 0: SuperLU with threshold pivoting
     blk = int(min(max(8, count), 32))
-    mu, Xp, _, _ = _block_lanczos_abs(A, Mp, op, count, block=blk, seed=seed)
+    mu, Xp = block_lanczos_abs(A, Mp, op, count, block=blk, seed=seed)
     X = Xp[inv] / math.sqrt(mscale)
     omega2 = (mu + sigma) * lam_unit
     return omega2, X, relative_residuals(K, M, X, omega2)
-
-
-def _block_lanczos_abs(A, Mp, op, count, *, block, seed, steps=60):
-    """Eigenpairs of A x = mu M x with smallest |mu| via block shift-invert Lanczos (A indefinite)."""
-    n = A.shape[0]
-    rng = np.random.default_rng(seed)
-    max_dim = int(min(n, max(4 * count + 2 * block, 8 * block)))
-    Q = np.empty((n, max_dim))
-    W = rng.standard_normal((n, block))
-    m = 0
-    Mfn = lambda X: Mp @ X
-    local = None
-    for _ in range(steps):
-        b = min(block, max_dim - m)
-        if b <= 0:
-            break
-        W, MW = _m_orthonormalise(W[:, :b], Mfn, Q, m, rng, local=local)
-        Q[:, m:m + b] = W
-        local = (Q[:, m:m + b], MW)
-        m += b
-        W = op.solve(MW)
-    H = Q[:, :m].T @ (A @ Q[:, :m])
-    mu, Y = np.linalg.eigh(0.5 * (H + H.T))
-    o = np.argsort(np.abs(mu))[:count]
-    return mu[o], Q[:, :m] @ Y[:, o], None, None
