@@ -4,6 +4,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 import sys
 import traceback
 import warnings
@@ -22,6 +23,27 @@ class _Ctx:
         self.debug = debug
 
 
+class _LogLines(logging.Handler):
+    """Shows the library's log records on stderr, above any progress bar: INFO as the message itself, WARNING and
+    above as ``warning: message``."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        from tqdm import tqdm
+        msg = record.getMessage()
+        if record.levelno >= logging.WARNING:
+            msg = f"warning: {msg}"
+        tqdm.write(msg, file=sys.stderr)
+
+
+def _show_log(quiet: bool) -> None:
+    log = logging.getLogger("impactsound")
+    for h in [h for h in log.handlers if isinstance(h, _LogLines)]:
+        log.removeHandler(h)
+    log.addHandler(_LogLines())
+    log.setLevel(logging.WARNING if quiet else logging.INFO)
+    log.propagate = False
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("-q", "--quiet", is_flag=True, help="No progress output.")
 @click.option("--debug", is_flag=True, help="Show the Python traceback on errors.")
@@ -30,6 +52,7 @@ class _Ctx:
 def cli(ctx, quiet, debug):
     """impactsound: render what a microphone hears from a rigid-body scene (SI units, 48 kHz float32 WAV)."""
     ctx.obj = _Ctx(quiet, debug)
+    _show_log(quiet)
 
 
 def _g(v) -> str:
@@ -70,40 +93,6 @@ def _event_log_warnings():
         yield
 
 
-def _write_outputs(result, wav: Path, png: Path | None, stems: Path | None, progress: Progress, title: str):
-    from .io.audio import normalisation_gain, write_wav
-    gain = normalisation_gain(result.mix)
-    side = {"listeners": result.listener_names, "events": len(result.events), **result.info}
-    write_wav(wav, result.mix, result.sample_rate, gain, side)
-    progress.message(f"wrote {wav} (peak {np.abs(result.mix).max():.3g} Pa at the listener; "
-                     f"scale in {wav}.json)")
-    if not np.any(result.mix):
-        # never a silent surprise: say why (no contacts, or bodies too small/stiff to have audible modes)
-        if len(result.events) == 0:
-            click.echo(f"warning: {wav} is silent: no contact events (an empty event log, or every contact slower "
-                       "than v_min = 5 cm/s)", err=True)
-        else:
-            click.echo(f"warning: {wav} is silent: {len(result.events)} contact events and "
-                       f"{_g(result.info.get('modes', {}))} audible modes per object. Small stiff objects have no "
-                       f"modes below 20 kHz in modal sound; lengthen the scene or drop objects from higher up.",
-                       err=True)
-    paths = [wav]
-    if stems is not None:
-        # one WAV per source kind (all objects) and per source kind x object, same gain as the mix
-        for kind, per_obj in result.stems.items():
-            total = sum(per_obj.values()) if per_obj else np.zeros_like(result.mix)
-            write_wav(stems / f"{kind}.wav", total, result.sample_rate, gain, {"source": kind})
-            for name, p in per_obj.items():
-                write_wav(stems / f"{kind}_{name}.wav", p, result.sample_rate, gain,
-                          {"source": kind, "object": name})
-        progress.message(f"wrote stems to {stems}/")
-    if png is not None:
-        from .io.plot import spectrogram_png
-        spectrogram_png(png, result.mix, result.sample_rate, title, result.events.t)
-        paths.append(png)
-    return paths
-
-
 @cli.command()
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("out"),
               show_default=True, help="Output folder for demo.wav and demo.png.")
@@ -114,8 +103,8 @@ def demo(obj: _Ctx, out_dir: Path):
     from .scene import demo_scene_path, load_scene
     scene = load_scene(demo_scene_path())
     result = render_scene(scene, obj.progress)
-    paths = _write_outputs(result, out_dir / "demo.wav", out_dir / "demo.png", None, obj.progress,
-                           "impactsound demo: bowl, bar, block, ball and die dropped on a wooden floor")
+    paths = result.save(out_dir / "demo.wav", png=out_dir / "demo.png",
+                        title="impactsound demo: bowl, bar, block, ball and die dropped on a wooden floor")
     for p in paths:
         click.echo(str(p))
 
@@ -139,7 +128,7 @@ def render(obj: _Ctx, scene_file: Path, out: Path, png: Path | None, stems: Path
     scene = load_scene(scene_file)
     with _event_log_warnings():
         result = render_scene(scene, obj.progress, allow_implausible=allow_implausible)
-    for p in _write_outputs(result, out, png, stems, obj.progress, str(scene_file)):
+    for p in result.save(out, stems=stems, png=png, title=str(scene_file)):
         click.echo(str(p))
 
 

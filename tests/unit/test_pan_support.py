@@ -11,9 +11,9 @@ from impactsound.dynamics import run_dynamics
 from impactsound.dynamics.events import EventLog
 from impactsound.materials import get_material
 from impactsound.scene.model import Air, Body, Ground
-from impactsound.sources.modal import quat_to_matrix
+from impactsound.rotation import quat_to_matrix
 from impactsound.sources.pan.field import PANField, direction_vectors, shell_radii
-from impactsound.sources.pan.synth import PANSource
+from impactsound.sources.pan.source import PANSource
 from impactsound.sources.pan.timescale import acceleration_amplitudes, pulse_timescale, support_reaction
 from test_dynamics import DT, axis_angle_quat, ball, box
 

@@ -13,10 +13,11 @@ from impactsound.errors import InputError
 from impactsound.materials import make_material
 from impactsound.scene.model import Air, Body
 from impactsound.sources.base import Source
-from impactsound.sources.modal import quat_to_matrix
+from impactsound.rotation import quat_to_matrix
 from impactsound.sources.pan.pulse import psi
 from impactsound.sources.pan.field import PANField, shell_radii
-from impactsound.sources.pan.synth import CHUNK, PANSource, PANTable, synthesize_pan
+from impactsound.sources.pan.source import PANSource
+from impactsound.sources.pan.synth import CHUNK, PANTable, synthesize_pan
 from impactsound.transfer.rigid_sphere import sphere_pressure, sphere_pressure_half_sine
 from test_pan_field import A_SPHERE, C, H, RHO, sphere_field
 from test_pan_pulse import projected_weights_reference

@@ -34,7 +34,7 @@ def test_object_over_pan_budget_is_named_with_the_reason_whatever_the_cache_hold
     res = render_scene(scene, events=ev)
     o = res.info["objects"]["ball"]
     assert o["acceleration_noise"] == "none"
-    assert "pan_budget = 1" in o["reason"] and "cell updates" in o["reason"]
+    assert "budget = 1" in o["reason"] and "cell updates" in o["reason"]
 
 
 def test_sidecar_lists_every_object(tmp_path):
@@ -49,5 +49,5 @@ def test_sidecar_lists_every_object(tmp_path):
     assert main(["-q", "render", str(p), "--out", str(wav)]) == 0
     side = json.loads((tmp_path / "x.wav.json").read_text())
     o = side["objects"]["ball"]
-    assert o["modes"] == 0 and o["acceleration_noise"] == "none" and "pan_budget" in o["reason"]
+    assert o["modes"] == 0 and o["acceleration_noise"] == "none" and "budget" in o["reason"]
     assert o["radiation"].startswith("none")

@@ -122,7 +122,7 @@ def test_object_transfer_asset_is_checked_up_front_and_against_the_modal_model(t
     from impactsound.errors import AssetError
     from impactsound.fem.model import ModalModel
     from impactsound.materials import get_material
-    from impactsound.pipeline import transfer_models
+    from impactsound.sources.modal import transfer_models
     from impactsound.transfer.precompute import TransferSettings, assemble
     from impactsound.assets import write_asset
 

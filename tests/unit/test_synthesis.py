@@ -214,7 +214,7 @@ def _ball_scene():
     from impactsound.fem.model import ModalModel
     from impactsound.materials import get_material
     from impactsound.scene.model import Air, Body, Ground
-    from impactsound.sources.modal import quat_to_matrix
+    from impactsound.rotation import quat_to_matrix
 
     a = 0.05
     mesh = trimesh.creation.icosphere(subdivisions=2, radius=a)
@@ -292,7 +292,7 @@ def test_modal_source_single_event_matches_analytic():
     m_eff = 1 / (1 / M + rxn @ np.linalg.solve(inertia, rxn))
     Es = combined_modulus(steel, ground.material)
     tau_ref = 2.87 * (m_eff**2 / (a * Es**2 * vn)) ** 0.2
-    tau = src.contact_parameters(ev, 0)[5][0]
+    tau = src.contacts(ev).of(0).tau[0]
     assert tau == pytest.approx(tau_ref, rel=5e-3)
 
     t = np.arange(out.shape[1]) / fs
@@ -319,7 +319,7 @@ def test_ffat_transfer_render_matches_monopole_sign_and_delay():
     fs, dur = 48000, 0.08
     t = np.arange(int(round(dur * fs))) / fs
     base = ModalSource([S["body"]], {"ball": S["model"]}, S["ground"], air, mode_cutoff_db=None)
-    tau = base.contact_parameters(S["ev"], 0)[5][0]
+    tau = base.contacts(S["ev"]).of(0).tau[0]
     p_ref, V = _monopole_dipole(S, tau, xL, t, (0, 1))
     T = 20
     psi = np.full((1, T, 2 * T), -1j * air.rho * V[0] * w0**2 * k0 / (4 * np.pi))
@@ -370,7 +370,8 @@ def test_ffat_render_follows_listener_direction_and_object_orientation():
     direction d) -- independent references for four pose/listener pairs. Mode 0 gets a zero map (silent)."""
     from impactsound.dynamics.events import GROUND, EventLog
     from impactsound.fem.model import ModalModel
-    from impactsound.sources.modal import ModalSource, quat_to_matrix
+    from impactsound.rotation import quat_to_matrix
+    from impactsound.sources.modal import ModalSource
     from impactsound.transfer.ffat import FFATBank, FFATMap, grid_angles
     from impactsound.transfer.precompute import TransferModel
 

@@ -9,7 +9,8 @@ from scipy.optimize import brentq
 
 from impactsound.cli import main
 from impactsound.dynamics.events import GROUND, EventLog
-from impactsound.pipeline import modal_models, render_scene
+from impactsound.pipeline import render_scene
+from impactsound.sources.modal import modal_models
 from impactsound.scene import parse_scene
 
 BAR = {"name": "bar", "shape": "box", "size": {"size": [0.12, 0.02, 0.01]}, "material": "aluminium",

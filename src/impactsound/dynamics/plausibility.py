@@ -217,7 +217,7 @@ def _check_points(c: _Ctx, ground_enabled: bool, ground_height: float) -> list[s
             body = bodies[int(k)]
             logged = np.isfinite(pos[sel]).all(axis=1) & np.isfinite(quat[sel]).all(axis=1)
             p = np.where(logged[:, None], pos[sel], np.asarray(body.position, np.float64))
-            from ..sources.modal import quat_to_matrix          # the one quaternion -> matrix of the package
+            from ..rotation import quat_to_matrix
             R = quat_to_matrix(np.where(logged[:, None], quat[sel], np.asarray(body.quaternion, np.float64)))
             tol = max(POINT_TOL_ABS, POINT_TOL_REL * size[k]) + np.where(logged, 0.0, reach[sel])
             x = log.point[sel]

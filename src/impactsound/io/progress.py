@@ -1,21 +1,30 @@
-"""Progress reporting for long steps (meshing, eigen-solves, dynamics, synthesis), on stderr; quiet with -q."""
+"""Progress reporting for long steps (meshing, eigen-solves, dynamics, synthesis).
+
+Messages go to the ``impactsound`` logger (``logging.getLogger("impactsound")``, level INFO): a program using the
+library sees them when it configures logging, and the command line shows them (``-q`` hides them). Progress
+bars (tqdm, on stderr) are drawn only by a ``Progress(quiet=False)``, as the command line passes; the library's
+default, :data:`QUIET`, draws none.
+"""
 from __future__ import annotations
 
+import logging
 import sys
 import time
 from contextlib import contextmanager
 
+log = logging.getLogger("impactsound")
+
 
 class Progress:
-    """Reports stages and fractions. ``Progress(quiet=True)`` prints nothing."""
+    """Reports stages and fractions. ``Progress(quiet=True)`` draws no bars (messages still go to the logger)."""
 
     def __init__(self, quiet: bool = False, stream=None):
         self.quiet = quiet
         self.stream = stream or sys.stderr
 
     def message(self, text: str) -> None:
-        if not self.quiet:
-            print(text, file=self.stream, flush=True)
+        """A line for the user (INFO on the ``impactsound`` logger)."""
+        log.info(text)
 
     @contextmanager
     def stage(self, name: str, total: float | None = None):

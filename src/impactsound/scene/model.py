@@ -66,13 +66,8 @@ class Scene:
     air: Air = field(default_factory=Air)
     timestep: float = 2e-4            # rigid-body engine step [s]
     event_log: str | None = None      # path of a user event log (replaces dynamics)
-    modal_order: int = 2
-    max_modes: int = 200
-    # acceleration noise: objects whose PAN precompute would exceed this many FDTD cell updates (~4 s per 1e9
-    # on 2 cores) are skipped with a message, unless their field is already cached (`impactsound pan precompute`)
-    pan_budget: float = 2.0e10
-    transfer: str = "auto"            # modal radiation: "auto" (FDTD-fitted FFAT), "ffat" (BEM), "low_order"
-    transfer_max_modes: int = 20      # modes given FFAT maps when the scene precomputes them
+    # {source kind: its validated options} ([source.<kind>] tables; sources/registry.py), one per kind rendered
+    options: dict = field(default_factory=dict)
     path: str = "<scene>"
 
     @property

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -21,7 +21,12 @@ from ..mesh.surface import check_surface
 from .model import Air, Body, Ground, Listener, Scene
 from .primitives import make_primitive
 
-KNOWN_SOURCES = ("modal", "acceleration_noise")
+#: the sources a scene renders when it does not say (``[scene] sources``)
+DEFAULT_SOURCES = ("modal", "acceleration_noise")
+#: older spellings of source options in ``[scene]``, still read: key -> (source kind, option)
+SCENE_OPTION_KEYS = {"modal_order": ("modal", "modal_order"), "max_modes": ("modal", "max_modes"),
+                     "transfer": ("modal", "transfer"), "transfer_max_modes": ("modal", "transfer_max_modes"),
+                     "pan_budget": ("acceleration_noise", "budget")}
 
 Vec3 = tuple[float, float, float]
 
@@ -79,21 +84,28 @@ class SceneSpec(_Strict):
     duration: float = 3.0
     sample_rate: int = 48000
     seed: int = 0
-    sources: list[str] = Field(default_factory=lambda: list(KNOWN_SOURCES))
+    sources: list[str] = Field(default_factory=lambda: list(DEFAULT_SOURCES))
     timestep: float = 2e-4
     event_log: str | None = None
-    modal_order: int = 2
-    max_modes: int = 200
-    pan_budget: float = Field(default=2.0e10, gt=0)
-    transfer: Literal["auto", "ffat", "low_order"] = "auto"
-    transfer_max_modes: int = Field(default=20, ge=1)
+    # older spellings of [source.modal] / [source.acceleration_noise] options (SCENE_OPTION_KEYS)
+    modal_order: Any = None
+    max_modes: Any = None
+    pan_budget: Any = None
+    transfer: Any = None
+    transfer_max_modes: Any = None
 
     @field_validator("sources")
     @classmethod
     def _known(cls, v):
-        bad = [s for s in v if s not in KNOWN_SOURCES]
+        from ..sources import registry
+        kinds = registry.available()
+        bad = [s for s in v if s not in kinds]
         if bad:
-            raise ValueError(f"unknown source(s) {bad}; available: {list(KNOWN_SOURCES)}")
+            why = {b: registry.broken()[b] for b in bad if b in registry.broken()}
+            extra = f" (plugins that failed to load: {why})" if why else ""
+            raise ValueError(f"unknown source(s) {bad}; available: {list(kinds)}{extra}")
+        if len(set(v)) != len(v):
+            raise ValueError(f"a source is listed twice in {v}")
         return v
 
 
@@ -103,6 +115,7 @@ class SceneFile(_Strict):
     ground: GroundSpec = Field(default_factory=GroundSpec)
     listener: list[ListenerSpec] = Field(default_factory=lambda: [ListenerSpec(position=(0.0, -0.5, 0.3))])
     object: list[ObjectSpec] = Field(default_factory=list)
+    source: dict[str, dict[str, Any]] = Field(default_factory=dict)   # [source.<kind>] option tables
 
 
 def _loc(err: dict) -> str:
@@ -222,10 +235,7 @@ def parse_scene(data: dict, base: Path = Path("."), src: str = "<scene>") -> Sce
         raise InputError(f"{src}: scene.sample_rate = {s.sample_rate} Hz is above 384000 Hz")
     if not (math.isfinite(s.timestep) and 0 < s.timestep <= 0.01):
         raise InputError(f"{src}: scene.timestep = {s.timestep} s must lie in (0, 0.01]; 2e-4 is a good value")
-    if s.modal_order not in (1, 2):
-        raise InputError(f"{src}: scene.modal_order = {s.modal_order}; use 1 (P1) or 2 (P2)")
-    if s.max_modes < 1:
-        raise InputError(f"{src}: scene.max_modes = {s.max_modes} must be >= 1")
+    options = source_options(sf, src)
     if not sf.listener:
         raise InputError(f"{src}: the scene needs at least one [[listener]] with a position")
     if not sf.object:
@@ -258,23 +268,46 @@ def parse_scene(data: dict, base: Path = Path("."), src: str = "<scene>") -> Sce
     scene = Scene(bodies=bodies, ground=ground, listeners=listeners, duration=float(s.duration),
                   sample_rate=int(s.sample_rate), seed=int(s.seed), sources=tuple(s.sources), air=air,
                   timestep=float(s.timestep), event_log=str((base / s.event_log).resolve()) if s.event_log
-                  else None, modal_order=s.modal_order, max_modes=s.max_modes,
-                  pan_budget=float(s.pan_budget), transfer=s.transfer,
-                  transfer_max_modes=int(s.transfer_max_modes), path=src)
+                  else None, options=options, path=src)
     _check_listeners(scene)
     return scene
 
 
+def source_options(sf: SceneFile, src: str) -> dict:
+    """Validate the ``[source.<kind>]`` tables (and the older ``[scene]`` spellings of the built-in sources'
+    options) against each registered kind's options model: {kind: options object} for every kind the scene
+    renders, defaults where the scene says nothing."""
+    from ..sources import registry
+    tables = {k: dict(v) for k, v in sf.source.items()}
+    for key, (kind, opt) in SCENE_OPTION_KEYS.items():
+        val = getattr(sf.scene, key)
+        if val is None:
+            continue
+        if opt in tables.get(kind, {}):
+            raise InputError(f"{src}: scene.{key} and source.{kind}.{opt} both set; keep one (the [source.{kind}] "
+                             "table is the current spelling)")
+        tables.setdefault(kind, {})[opt] = val
+    out = {}
+    for kind in sorted(set(tables) | set(sf.scene.sources)):
+        spec = registry.get(kind, where=f"{src}: [source.{kind}]")
+        try:
+            out[kind] = spec.options.model_validate(tables.get(kind, {}))
+        except ValidationError as exc:
+            errs = exc.errors()
+            msgs = [f"source.{kind}.{_loc(e)}: {e['msg']}" for e in errs[:5]]
+            raise InputError(f"{src}: invalid scene: " + "; ".join(msgs)) from None
+    return out
+
+
 def _check_listeners(scene: Scene) -> None:
     """A listener inside an object (at its initial pose) hears nothing physical: reject it."""
-    from scipy.spatial.transform import Rotation
+    from ..rotation import quat_to_matrix
     for li, l in enumerate(scene.listeners):
         if scene.ground.enabled and l.position[2] < scene.ground.height:
             raise InputError(f"{scene.path}: listener[{li}] ({l.name}) is below the ground "
                              f"(z = {l.position[2]} < {scene.ground.height})")
         for b in scene.bodies:
-            w, x, y, z = b.quaternion
-            R = Rotation.from_quat([x, y, z, w]).as_matrix()
+            R = quat_to_matrix(b.quaternion)[0]
             xb = R.T @ (l.position - b.position)
             if np.linalg.norm(xb) <= np.linalg.norm(b.mesh.vertices, axis=1).max():
                 if b.mesh.contains(xb[None, :])[0]:
@@ -282,9 +315,24 @@ def _check_listeners(scene: Scene) -> None:
                                      f"object {b.name!r}; move it outside")
 
 
-def load_scene(path: str | Path) -> Scene:
-    """Read and validate a scene TOML file (SI units; see docs/scene-format.md)."""
-    path = Path(path)
+def load_scene(scene: str | Path | dict, base: str | Path = ".") -> Scene:
+    """Read and validate a scene.
+
+    Parameters
+    ----------
+    scene : str, Path or dict
+        A scene TOML file (SI units; the format is in docs/scene-format.md), or the same content as a dict (as
+        ``tomllib`` would read it; mesh, event-log and transfer paths in it are relative to ``base``).
+    base : str or Path
+        Folder that relative paths in a dict scene are relative to (a file's own folder for a file).
+
+    Returns
+    -------
+    Scene
+    """
+    if isinstance(scene, dict):
+        return parse_scene(scene, base=Path(base), src="<scene dict>")
+    path = Path(scene)
     if not path.is_file():
         raise InputError(f"{path}: scene file not found")
     try:

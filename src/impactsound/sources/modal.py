@@ -1,60 +1,47 @@
-"""Modal sound source: linear modes driven by Hertz half-sine impacts, radiated by the compact model.
+"""Modal sound: linear vibration modes of each body, struck by Hertz half-sine impacts, radiated to the listeners.
 
-Pipeline per object with a modal model (modal-sound.md sec. 4-7, pan.md "Contact force from an impulse"):
+Per object with a modal model (O'Brien, Shen & Gatchalian 2002, "Synthesizing sounds from rigid-body
+simulations", sec. 3-5; Chadwick, Zheng & James 2012, "Precomputed Acceleration Noise", sec. 3 for the contact
+time):
 
-1. Events touching the body: body b receives +J, body a receives -J (sec. 7). Its pose at t0 comes from the
-   event log (pos_a/quat_a or pos_b/quat_b); a NaN pose (engine did not report one) falls back to the body's
-   scene pose. Contact point, impulse and normal go to the body frame: x_b = R^T (x - c), J_b = R^T J (sec. 7).
-2. The contact point is projected onto the model surface (closest point; face + barycentric coordinates) and the
-   modal impulses I_j = u_j(x_b) . J_b use the model's own shape functions (``shapes_at``, sec. 4).
-3. Hertz duration (pan.md): tau = 2.87 (m^2/(r E*^2 V))^{1/5} with 1/m = 1/m_self + 1/m_other (inertia-aware
-   effective masses along the normal; the ground is infinitely heavy), 1/r = 1/r_self + 1/r_other (discrete mean
-   curvature at the contact point of each surface, contact/curvature.py; the ground is a plane), E* of the two
-   materials (ground material for the ground), V = the event's vn. An event with vn <= 0 raises InputError:
-   resting contacts must be filtered first (sec. 8).
-4. Modes above min(20 kHz, 0.45 f_s) and overdamped ones (xi >= 1) are dropped (sec. 2-3).
-5. Radiation: compact monopole + dipole model (sec. 6a, transfer/low_order.py) with the listener taken into the
-   body frame at each event's t0. Choice: each event's ringing radiates with the pose and propagation delay
-   r/c of its own impact for its whole decay (as PAN synthesises each impulse in the pose at its t0). This is
-   exact for bodies at rest between impacts and introduces no clicks from pose switches; a body that moves or
-   spins far while one impact's ringing is still audible keeps that impact's radiation pattern.
-6. Synthesis: exact complex one-pole stepping with the half-sine closed form (sources/modal_kernel.py); modes
-   are dropped from the update once 100 dB (``mode_cutoff_db``) below their peak (sec. 8.6).
+1. Contact quantities of each event (body-frame point, impulse, Hertz contact time tau) come from the shared
+   contact stage (contact/stage.py), measured on the modal model's surface.
+2. Modal impulses I_j = u_j(x) . J use the model's own shape functions at the contact point (``shapes_at``).
+3. Modes above min(20 kHz, 0.45 f_s) and overdamped ones (xi >= 1) are dropped.
+4. Radiation: FFAT maps where the body has them (James, Barbic & Pai 2006, "Precomputed acoustic transfer",
+   sec. 4; from FDTD or BEM, transfer/), else the compact monopole + dipole model (transfer/low_order.py), with
+   the listener taken into the body frame at each event's t0. Choice: each event's ringing radiates with the pose
+   and propagation delay r/c of its own impact for its whole decay (as PAN synthesises each impulse in the pose
+   at its t0). This is exact for bodies at rest between impacts and introduces no clicks from pose switches; a
+   body that moves or spins far while one impact's ringing is still audible keeps that impact's radiation.
+5. Synthesis: exact complex one-pole stepping with the half-sine closed form (sources/modal_kernel.py); a mode is
+   dropped from the update once 100 dB (``mode_cutoff_db``) below its peak.
+
+The source kind ``modal`` (registered at the end of this module) prepares the models (FEM modal analysis, cached
+by content hash) and their radiation (``[source.modal] transfer``), and renders with :class:`ModalSource`.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Literal
+
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
 
 from ..contact.curvature import SurfaceCurvature
-from ..contact.hertz import hertz_tau, inverse_effective_mass
-from ..dynamics.events import GROUND, EventLog
-from ..errors import InputError
+from ..contact.stage import ContactStage, contact_stage
+from ..dynamics.events import EventLog
+from ..io.progress import QUIET
 from ..transfer import hrtf
 from ..transfer.low_order import compact_basis, compact_geometry, model_moments
 from .modal_kernel import synthesize
+from .base import check_objects_known, render_arguments
+from .registry import SourceKind, register
 
-#: highest synthesised modal frequency [Hz] (modal-sound.md sec. 2: f_max = min(20 kHz, 0.45 f_s))
+#: highest synthesised modal frequency [Hz] (the top of hearing; f_max = min(20 kHz, 0.45 f_s))
 F_MAX_HZ = 20000.0
 NYQUIST_FRACTION = 0.9
 _EVENT_BLOCK = 4096
-
-
-def quat_to_matrix(q) -> np.ndarray:
-    """Rotation matrices (n, 3, 3) (body -> world) from unit quaternions (n, 4) (w, x, y, z)."""
-    q = np.asarray(q, np.float64).reshape(-1, 4)
-    q = q / np.linalg.norm(q, axis=1, keepdims=True)
-    w, x, y, z = q.T
-    return np.stack([
-        np.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)], axis=1),
-        np.stack([2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)], axis=1),
-        np.stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], axis=1),
-    ], axis=1)
-
-
-def _to_body(R, c, x):
-    """x_b = R^T (x - c) for R (n, 3, 3), c (n, 3), x (n, 3) or (n, L, 3)."""
-    d = x - (c if x.ndim == 2 else c[:, None, :])
-    return np.einsum("nji,nj->ni", R, d) if x.ndim == 2 else np.einsum("nji,nlj->nli", R, d)
 
 
 class NearFieldWarning(UserWarning):
@@ -78,10 +65,7 @@ class ModalSource:
     def __init__(self, bodies, models, ground, air, *, mode_cutoff_db: float | None = 100.0,
                  n_threads: int | None = None, transfers: dict | None = None, ears=None):
         self.bodies = list(bodies)
-        names = [b.name for b in self.bodies]
-        unknown = [k for k in models if k not in names]
-        if unknown:
-            raise InputError(f"ModalSource: modal models given for unknown objects {unknown}; objects: {names}")
+        check_objects_known("ModalSource", "modal models", models, self.bodies)
         self.models = dict(models)
         self.ground = ground
         self.air = air
@@ -95,95 +79,52 @@ class ModalSource:
         self._surface: dict[str, SurfaceCurvature] = {}
         self._moments: dict[str, tuple[np.ndarray, np.ndarray]] = {}
 
-    # ---- cached per-body geometry ------------------------------------------------------------------------
-    def _surface_of(self, i: int) -> SurfaceCurvature:
-        body = self.bodies[i]
-        if body.name not in self._surface:
-            model = self.models.get(body.name)
-            if model is not None:
+    # ---- contact geometry ------------------------------------------------------------------------------------
+    def surfaces(self) -> dict:
+        """{body name: SurfaceCurvature} of the modal models' surfaces (contact points, curvature radii and
+        effective-mass arms are measured on them; the mode shapes are interpolated on them)."""
+        for name, model in self.models.items():
+            if name not in self._surface:
                 faces = np.asarray(model.surface_faces, np.int64)
                 nv = int(faces.max()) + 1
-                self._surface[body.name] = SurfaceCurvature(np.asarray(model.surface_nodes)[:nv], faces)
-            else:
-                self._surface[body.name] = SurfaceCurvature(np.asarray(body.mesh.vertices),
-                                                            np.asarray(body.mesh.faces))
-        return self._surface[body.name]
+                self._surface[name] = SurfaceCurvature(np.asarray(model.surface_nodes)[:nv], faces)
+        return self._surface
+
+    def contacts(self, events: EventLog) -> ContactStage:
+        """The contact stage of ``events`` measured on the modal models' surfaces (bodies without a model: their
+        scene mesh). Public for inspection and tests."""
+        return contact_stage(events, self.bodies, self.ground, surfaces=self.surfaces())
 
     def _moments_of(self, name: str):
         if name not in self._moments:
             self._moments[name] = model_moments(self.models[name])
         return self._moments[name]
 
-    def _pose(self, events: EventLog, idx, side_b, body: int):
-        """World COM position (n, 3) and rotation (n, 3, 3) of ``body`` at the events idx (NaN -> scene pose)."""
-        pos = np.where(side_b[:, None], events.pos_b[idx], events.pos_a[idx])
-        quat = np.where(side_b[:, None], events.quat_b[idx], events.quat_a[idx])
-        b = self.bodies[body]
-        bad_p = ~np.isfinite(pos).all(axis=1)
-        bad_q = ~np.isfinite(quat).all(axis=1) | (np.linalg.norm(np.nan_to_num(quat), axis=1) == 0)
-        pos[bad_p] = np.asarray(b.position, np.float64)
-        quat[bad_q] = np.asarray(b.quaternion, np.float64)
-        return pos, quat_to_matrix(quat)
-
-    # ---- per-event contact parameters --------------------------------------------------------------------
-    def contact_parameters(self, events: EventLog, i: int):
-        """For the events touching body i: (rows, x_body (n,3) surface point, face, bary, J_body (n,3),
-        tau (n,) [s], R (n,3,3), c (n,3)). Public for inspection and tests."""
-        rows = np.flatnonzero(events.involving(i))
-        side_b = events.b[rows] == i
-        sign = np.where(side_b, 1.0, -1.0)                        # b gets +J, a gets -J (sec. 7)
-        pos, R = self._pose(events, rows, side_b, i)
-        x_b = _to_body(R, pos, events.point[rows])
-        J_b = _to_body(R, np.zeros_like(pos), sign[:, None] * events.impulse[rows])
-        n_b = _to_body(R, np.zeros_like(pos), events.normal[rows])
-        surf = self._surface_of(i)
-        face, bary, _ = surf.closest(x_b)
-        x_s = np.einsum("nk,nkc->nc", bary, surf.vertices[surf.faces[face]])
-        body = self.bodies[i]
-        inv_m = inverse_effective_mass(body.mass, body.inertia, x_s, n_b)
-        inv_r = 1.0 / surf.radius_at(face, bary)
-        inv_E = np.full(len(rows), (1.0 - body.material.nu**2) / body.material.E)
-        other = np.where(side_b, events.a[rows], events.b[rows])
-        for k in np.unique(other):
-            sel = other == k
-            if k == GROUND:                                       # plane, infinite mass
-                mat = None if self.ground is None else self.ground.material
-            else:
-                ob = self.bodies[int(k)]
-                mat = ob.material
-                posk, Rk = self._pose(events, rows[sel], ~side_b[sel], int(k))
-                xk = _to_body(Rk, posk, events.point[rows[sel]])
-                nk = _to_body(Rk, np.zeros_like(posk), events.normal[rows[sel]])
-                sk = self._surface_of(int(k))
-                fk, bk, _ = sk.closest(xk)
-                xks = np.einsum("nk,nkc->nc", bk, sk.vertices[sk.faces[fk]])
-                inv_m[sel] += inverse_effective_mass(ob.mass, ob.inertia, xks, nk)
-                inv_r[sel] += 1.0 / sk.radius_at(fk, bk)
-            if mat is not None:
-                inv_E[sel] += (1.0 - mat.nu**2) / mat.E
-        vn = events.vn[rows]
-        bad = ~(np.isfinite(vn) & (vn > 0))
-        if bad.any():
-            r = int(rows[np.flatnonzero(bad)[0]])
-            raise InputError(f"event log row {r} (t = {events.t[r]} s): vn = {events.vn[r]} m/s gives no Hertz "
-                             "contact time; drop resting contacts (vn < v_min = 5 cm/s, modal-sound.md sec. 8) "
-                             "before rendering")
-        tau = hertz_tau(1.0 / inv_m, 1.0 / inv_r, 1.0 / inv_E, vn)
-        return rows, x_s, face, bary, J_b, tau, R, pos
-
     # ---- Source interface ----------------------------------------------------------------------------------
-    def render(self, events: EventLog, listeners, sample_rate, duration) -> dict[str, np.ndarray]:
-        """Pressure [Pa] at listeners (L, 3) world [m] for each body with a model: {name: (L, n_samples)}."""
-        L_w = np.asarray(listeners, np.float64)
-        if L_w.ndim != 2 or L_w.shape[1] != 3 or not np.isfinite(L_w).all():
-            raise InputError(f"ModalSource.render: listeners must be a finite (L, 3) array in metres, "
-                             f"got shape {L_w.shape}")
-        fs = float(sample_rate)
-        if not (np.isfinite(fs) and fs > 0):
-            raise InputError(f"ModalSource.render: sample_rate = {sample_rate} Hz must be positive")
-        if not (np.isfinite(duration) and duration >= 0):
-            raise InputError(f"ModalSource.render: duration = {duration} s must be >= 0")
-        n_samples = int(round(duration * fs))
+    def render(self, events: EventLog, listeners, sample_rate, duration, *, contacts: ContactStage | None = None
+               ) -> dict[str, np.ndarray]:
+        """Pressure at the listeners of every body with a model.
+
+        Parameters
+        ----------
+        events : EventLog
+            Contact events (vn > 0).
+        listeners : array_like, shape (L, 3)
+            World listener positions [m].
+        sample_rate : float
+            Output rate [Hz].
+        duration : float
+            Output length [s].
+        contacts : ContactStage, optional
+            The contact stage of ``events`` measured on the models' surfaces (:meth:`contacts`); computed here
+            when not given.
+
+        Returns
+        -------
+        dict
+            {body name: (L, round(duration * sample_rate)) float64 pressure [Pa]}.
+        """
+        L_w, fs, n_samples = render_arguments("ModalSource.render", listeners, sample_rate, duration)
         out: dict[str, np.ndarray] = {}
         for i, body in enumerate(self.bodies):
             model = self.models.get(body.name)
@@ -198,8 +139,11 @@ class ModalSource:
             keep = (f > 0) & (f < min(F_MAX_HZ, NYQUIST_FRACTION * fs / 2)) & (xi < 1)
             if not keep.any():
                 continue
-            rows, x_s, face, bary, J_b, tau, R, pos = self.contact_parameters(events, i)
-            xl_b = _to_body(R, pos, np.broadcast_to(L_w, (len(rows),) + L_w.shape))
+            if contacts is None:
+                contacts = self.contacts(events)
+            bc = contacts.of(i)
+            rows, face, bary, J_b, tau, pos = bc.rows, bc.face, bc.bary, bc.impulse, bc.tau, bc.position
+            xl_b = bc.listeners(L_w)
             imp = np.empty((len(rows), int(keep.sum())))
             for a in range(0, len(rows), _EVENT_BLOCK):           # bounded memory: (block, m, 3)
                 u = model.shapes_at(face[a:a + _EVENT_BLOCK], bary[a:a + _EVENT_BLOCK])[:, keep, :]
@@ -262,3 +206,144 @@ class ModalSource:
                 out[l] += synthesize(omega, xi[modes], t0, tau, imp * w, delay[:, l:l + 1], geom, one, fs,
                                      n_samples, cutoff_db=self.mode_cutoff_db, n_threads=self.n_threads)[0]
         return out
+
+
+# ---- the source kind --------------------------------------------------------------------------------------------
+class ModalOptions(BaseModel):
+    """Options of the ``modal`` source (scene table ``[source.modal]``)."""
+
+    model_config = ConfigDict(extra="forbid")
+    #: finite-element order: 1 (linear tets) or 2 (quadratic tets, default)
+    modal_order: Literal[1, 2] = 2
+    #: most modes kept per object
+    max_modes: int = Field(default=200, ge=1)
+    #: radiation: "auto" (FFAT maps of every mode from grouped FDTD solves), "ffat" (BEM FFAT maps of the first
+    #: ``transfer_max_modes`` modes; the reference), "low_order" (compact monopole + dipole; approximate)
+    transfer: Literal["auto", "ffat", "low_order"] = "auto"
+    #: modes given BEM FFAT maps with transfer = "ffat"
+    transfer_max_modes: int = Field(default=20, ge=1)
+
+
+@dataclass
+class ModalPrepared:
+    """What :func:`prepare` made: {body name: ModalModel}, {name: TransferModel}, {name: radiation used}."""
+
+    models: dict
+    transfers: dict
+    radiation: dict
+
+
+def modal_models(scene, progress=QUIET) -> dict:
+    """FEM modal model of every body (cached on disk by content hash): {body name: ModalModel}."""
+    from ..fem.modal import cached_modal_analysis
+    opt = scene.options["modal"]
+    f_max = min(F_MAX_HZ, 0.45 * scene.sample_rate)
+    models = {}
+    for body in scene.bodies:
+        with progress.stage(f"modes of {body.name}") as update:
+            models[body.name] = cached_modal_analysis(body.mesh, body.material, order=opt.modal_order,
+                                                      max_modes=opt.max_modes, f_max=f_max,
+                                                      progress=update, source=body.source)
+        m = models[body.name]
+        if m.n_modes:
+            progress.message(f"  {body.name}: {m.n_modes} modes, {m.frequencies_hz[0]:.0f}-"
+                             f"{m.frequencies_hz[-1]:.0f} Hz")
+        else:
+            progress.message(f"  {body.name}: no modes below {f_max:.0f} Hz (silent in modal sound)")
+    return models
+
+
+def transfer_models(scene, models: dict, progress=QUIET) -> tuple[dict, dict]:
+    """Acoustic transfer of each body's modal model.
+
+    ``[source.modal] transfer``: "auto" (default) FFAT maps of every mode from grouped FDTD solves
+    (transfer/fdtd_transfer.py; cached by content hash, computed when missing, so the output never depends on what
+    the cache holds); "ffat" BEM-fitted FFAT maps of the first ``transfer_max_modes`` modes (the reference; slow);
+    "low_order" the compact monopole + dipole model (approximate: free-body bending and torsion modes have
+    vanishing low-order moments). A per-object ``transfer = FILE`` overrides.
+
+    Returns
+    -------
+    tuple of dict
+        ({body name: TransferModel}, {body name: which radiation model is used}).
+    """
+    from ..assets import cache_dir
+    from ..errors import AssetError
+    from ..transfer.precompute import TransferModel, TransferSettings, run_transfer, transfer_inputs_hash
+    opt = scene.options["modal"]
+    out, used = {}, {}
+    given = {b.name: b.transfer_asset for b in scene.bodies}
+    for name, model in models.items():
+        if not model.n_modes:
+            continue
+        used[name] = "low_order (monopole + dipole; approximate)"
+        modal_path = cache_dir() / f"modal_{model.inputs_hash[:40]}.h5"
+        if given.get(name):
+            try:
+                out[name] = TransferModel.load(given[name], model)
+            except AssetError as e:
+                raise AssetError(f"{scene.path}: object {name}: transfer = {given[name]}: {e}. This scene's modal "
+                                 f"model of {name} is {modal_path}: run `impactsound transfer precompute "
+                                 f"{modal_path} --out {given[name]}`") from None
+            used[name] = f"ffat_file ({given[name]}) for the first {out[name].n_modes} modes, low_order for the rest"
+            progress.message(f"  {name}: radiation {used[name]}")
+            continue
+        if opt.transfer == "low_order":
+            progress.message(f"  {name}: radiation {used[name]} (modal asset {modal_path})")
+            continue
+        if opt.transfer == "auto":
+            from ..transfer.fdtd_transfer import FDTDTransferSettings, plan, run_fdtd_transfer
+            from ..transfer.fdtd_transfer import transfer_inputs_hash as fdtd_hash
+            from ..transfer.precompute import model_surface
+            settings = FDTDTransferSettings(c=scene.air.c, rho=scene.air.rho)
+            path = cache_dir() / f"fdtd-{fdtd_hash(model, settings)[:32]}.h5"
+            if not path.is_file():
+                v, f, _ = model_surface(model)
+                pl = plan(v, f, model.frequencies_hz, settings)
+                with progress.stage(f"FDTD transfer of {name} ({model.n_modes} modes, {len(pl.groups)} runs, "
+                                    f"grid {'x'.join(map(str, pl.grid.shape))})") as update:
+                    run_fdtd_transfer(model, settings, out=path, progress=update)
+            out[name] = TransferModel.load(path, model)
+            used[name] = f"fdtd_ffat (FFAT maps from FDTD, all {out[name].n_modes} modes)"
+            progress.message(f"  {name}: radiation {used[name]} (modal asset {modal_path})")
+            continue
+        settings = TransferSettings(max_modes=opt.transfer_max_modes, c=scene.air.c, rho=scene.air.rho)
+        path = cache_dir() / f"ffat-{transfer_inputs_hash(model, settings)[:32]}.h5"
+        if not path.is_file():
+            n = min(model.n_modes, opt.transfer_max_modes)
+            with progress.stage(f"BEM transfer of {name} ({n} modes)") as update:
+                run_transfer(model, settings, out=path, progress=update)
+        out[name] = TransferModel.load(path, model)
+        used[name] = f"bem_ffat (BEM FFAT maps) for the first {out[name].n_modes} modes, low_order for the rest"
+        progress.message(f"  {name}: radiation {used[name]} (modal asset {modal_path})")
+    return out, used
+
+
+def prepare(scene, progress=QUIET) -> ModalPrepared:
+    """Modal models of every body and their radiation (``[source.modal]`` options)."""
+    models = modal_models(scene, progress)
+    transfers, used = transfer_models(scene, models, progress)
+    return ModalPrepared(models, transfers, used)
+
+
+def render(prep: ModalPrepared, ctx) -> dict:
+    """Modal sound of the events in ``ctx`` (a RenderContext): {body name: (L, n_samples) [Pa]}."""
+    src = ModalSource(ctx.scene.bodies, prep.models, ctx.scene.ground, ctx.scene.air, transfers=prep.transfers,
+                      ears=ctx.ears)
+    ctx.set_surfaces("model", src.surfaces())
+    with ctx.progress.stage("modal synthesis"):
+        return src.render(ctx.events, ctx.listeners, ctx.sample_rate, ctx.duration,
+                          contacts=ctx.contacts("model"))
+
+
+def describe(prep: ModalPrepared) -> tuple[dict, dict]:
+    """Sidecar entries: modes and radiation model per object."""
+    modes = {k: int(m.n_modes) for k, m in prep.models.items()}
+    objects = {k: {"modes": n, "radiation": prep.radiation.get(k, "none (no modes below f_max)")}
+               for k, n in modes.items()}
+    return {"modes": modes, "radiation": prep.radiation}, objects
+
+
+SOURCE = register(SourceKind(
+    name="modal", options=ModalOptions, prepare=prepare, render=render, describe=describe,
+    summary="vibration of each body's linear modes (FEM), struck by Hertz impacts, radiated by FFAT maps"))

@@ -1,8 +1,10 @@
-"""Precomputed Acceleration Noise (PAN; specs/pan.md): pulse basis, time scale, field fit and synthesis."""
+"""Precomputed Acceleration Noise (PAN; Chadwick, Zheng & James 2012): pulse basis, time scale, field fit, synthesis
+and the ``acceleration_noise`` source."""
 from .field import (PANField, angle_weights, direction_angles, direction_vectors, fit_operator, fit_pan_field,
                     sample_points, shell_radii)
 from .pulse import contact_weights, psi, psi_weights
-from .synth import PANSource, PANTable, synthesize_pan
+from .source import PANSource
+from .synth import PANTable, synthesize_pan
 from .timescale import (acceleration_amplitudes, body_accelerations, equivalent_sphere_radius,
                         pulse_timescale)
 

@@ -52,13 +52,10 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from ...constants import V_MIN
-from ...dynamics.events import EventLog
 from ...errors import InputError
 from ..modal_kernel import default_threads
 from .field import N_FIELDS, PANField, angle_weights, with_poles
 from .pulse import FIRST_PULSE, contact_weight_table, psi
-from .timescale import acceleration_amplitudes
 
 #: impulses per work item (fixed: results do not depend on the thread count)
 CHUNK = 2048
@@ -287,108 +284,3 @@ def synthesize_pan(table: PANTable, t0, tau, amp, listeners_body, n_samples: int
             for n0, part in ex.map(work, chunks):                         # ex.map yields in chunk order
                 out[:, n0:n0 + part.shape[1]] += part
     return out
-
-
-# ---------------------------------------------------------------------------------------------------------------
-class PANSource:
-    """Rigid-body acceleration noise (PAN) of every body that has a :class:`PANField`.
-
-    bodies: the scene's bodies (event ids index this list); fields: {body name: PANField} (body-frame fields,
-    centre of mass at the origin); ground: scene ground (None: rigid plane); air: c [m/s], rho [kg/m^3];
-    v_min: impulses with a relative normal speed below it are dropped (resting contact, paper sec. 4.3), and the
-    support of a body in resting contact answers the impulses that push it into it (:meth:`amplitudes`);
-    oversample: table oversampling U; n_threads: synthesis threads (the result does not depend on it).
-    Contact durations use the same Hertz estimate as the modal source (inertia-aware effective masses of both
-    bodies, local curvature radii, combined modulus; the ground is an infinitely heavy plane).
-    """
-
-    kind = "acceleration_noise"
-
-    def __init__(self, bodies, fields: dict, ground, air, *, v_min: float = V_MIN, oversample: int = 4,
-                 n_threads: int | None = None):
-        from ..modal import ModalSource
-        self.bodies = list(bodies)
-        names = [b.name for b in self.bodies]
-        unknown = [k for k in fields if k not in names]
-        if unknown:
-            raise InputError(f"PANSource: PAN fields given for unknown objects {unknown}; objects: {names}")
-        self.fields = dict(fields)
-        for name, fld in self.fields.items():
-            if abs(fld.c - air.c) > 1e-3 * fld.c:
-                raise InputError(f"PANSource: the PAN field of {name!r} was computed for c = {fld.c} m/s but the "
-                                 f"scene's air has c = {air.c} m/s; recompute the field with the scene's air")
-        self.ground = ground
-        self.air = air
-        self.v_min = float(v_min)
-        self.oversample = int(oversample)
-        self.n_threads = n_threads
-        # contact parameters (pose, body-frame impulse and point, Hertz tau): the modal source's implementation
-        self._contacts = ModalSource(self.bodies, {}, ground, air)
-        self._tables: dict[tuple[str, float], PANTable] = {}
-
-    def table(self, name: str, sample_rate: float) -> PANTable:
-        key = (name, float(sample_rate))
-        if key not in self._tables:
-            self._tables[key] = PANTable.from_field(self.fields[name], sample_rate, oversample=self.oversample)
-        return self._tables[key]
-
-    def amplitudes(self, events: EventLog, i: int):
-        """Peak body accelerations of the events touching body i: (rows, tau (n,) [s], amp (n, 6) (a [m/s^2],
-        alpha [rad/s^2], body frame), R (n, 3, 3), pos (n, 3)); rows index ``events``. Public for inspection and
-        tests.
-
-        Where the event gives body i a support (support_a_* / support_b_* for the side body i is on; NaN: free),
-        the support's reaction to an impulse that pushes the body into it is included (timescale.py,
-        "Supported bodies"), for all events at once."""
-        from ..modal import _to_body
-        body = self.bodies[i]
-        rows, x_s, _, _, J_b, tau, R, pos = self._contacts.contact_parameters(events, i)
-        side_b = (events.b[rows] == i)[:, None]
-        sp = np.where(side_b, events.support_b_point[rows], events.support_a_point[rows])
-        sn = np.where(side_b, events.support_b_normal[rows], events.support_a_normal[rows])
-        x_r = _to_body(R, pos, sp)                                   # NaN rows (free bodies) stay NaN
-        n_r = _to_body(R, np.zeros_like(pos), sn)
-        with np.errstate(invalid="ignore"):
-            n_r = n_r / np.linalg.norm(n_r, axis=1, keepdims=True)
-        a_amp, al_amp = acceleration_amplitudes(J_b, x_s, body.mass, body.inertia, tau, support_point=x_r,
-                                                support_normal=n_r)
-        return rows, tau, np.concatenate([a_amp, al_amp], axis=1), R, pos
-
-    def render(self, events: EventLog, listeners, sample_rate, duration) -> dict[str, np.ndarray]:
-        """Pressure [Pa] at listeners (L, 3) world [m] for each body with a PAN field: {name: (L, n_samples)}."""
-        from ..modal import _to_body
-        L_w = np.asarray(listeners, np.float64)
-        if L_w.ndim != 2 or L_w.shape[1] != 3 or not np.isfinite(L_w).all():
-            raise InputError(f"PANSource.render: listeners must be a finite (L, 3) array in metres, "
-                             f"got shape {L_w.shape}")
-        fs = float(sample_rate)
-        if not (np.isfinite(fs) and fs > 0):
-            raise InputError(f"PANSource.render: sample_rate = {sample_rate} Hz must be positive")
-        if not (np.isfinite(duration) and duration >= 0):
-            raise InputError(f"PANSource.render: duration = {duration} s must be >= 0")
-        n_samples = int(round(duration * fs))
-        out: dict[str, np.ndarray] = {}
-        for i, body in enumerate(self.bodies):
-            fld = self.fields.get(body.name)
-            if fld is None:
-                continue
-            out[body.name] = np.zeros((len(L_w), n_samples))
-            touch = events.involving(i)
-            if not touch.any():
-                continue
-            for col in ("t", "point", "normal", "impulse", "vn"):
-                v = getattr(events, col)
-                bad = touch & ~np.isfinite(v).reshape(len(events), -1).all(axis=1)
-                if bad.any():
-                    r = int(np.flatnonzero(bad)[0])
-                    raise InputError(f"event log row {r}: column {col!r} has a NaN or infinite value")
-            keep = events.vn >= self.v_min                      # resting contacts (paper sec. 4.3)
-            sel = events.select(keep & touch)
-            if len(sel) == 0:
-                continue
-            rows, tau, amp, R, pos = self.amplitudes(sel, i)
-            amp = amp * (self.air.rho / fld.rho)                 # p is linear in rho
-            xl_b = _to_body(R, pos, np.broadcast_to(L_w, (len(rows),) + L_w.shape))
-            out[body.name] = synthesize_pan(self.table(body.name, fs), sel.t[rows], tau, amp, xl_b, n_samples,
-                                            n_threads=self.n_threads)
-        return out
