@@ -331,3 +331,16 @@ def test_urdf_package_mesh_path(tmp_path):
     assert np.allclose(o["position"], [0.005, 0.0, 0.1], atol=1e-7)
     with pytest.raises(InputError, match="no package 'bar' holding 'meshes/b.stl'"):
         objects_from_model_file(_file(tmp_path, "q.urdf", urdf.replace("foo", "bar")), {"block": "steel"})
+
+
+def test_load_scene_reads_bodies_from_an_mjcf_file_next_to_the_toml(tmp_path):
+    """The TOML route: `[scene] bodies = "ball.xml"` with `[materials]`, read by impactsound.load_scene."""
+    from impactsound import load_scene
+    _file(tmp_path, "ball.xml", SPHERE)
+    toml = _file(tmp_path, "s.toml", '[scene]\nduration = 0.5\nbodies = "ball.xml"\n\n[materials]\nball = "steel"\n\n'
+                 '[[listener]]\nposition = [0.0, -0.5, 0.3]\n')
+    m, d = _mj(tmp_path / "ball.xml")
+    scene = load_scene(toml)
+    (b,) = scene.bodies
+    assert b.name == "ball" and b.material.name == "steel"
+    assert np.allclose(b.position, d.xipos[m.body("ball").id], atol=1e-9)

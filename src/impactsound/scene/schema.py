@@ -19,6 +19,7 @@ from ..errors import InputError, MeshError
 from ..materials import Material, get_material, make_material
 from ..mesh.surface import check_surface
 from .model import Air, Body, Ground, Listener, Scene
+from .model_import import expand_model_bodies
 from .primitives import make_primitive
 
 #: the sources a scene renders when it does not say (``[scene] sources``)
@@ -216,7 +217,9 @@ def _body(i: int, o: ObjectSpec, base: Path, src: str) -> Body:
 
 
 def parse_scene(data: dict, base: Path = Path("."), src: str = "<scene>") -> Scene:
-    """Validate a scene dict (as read from TOML) and build the :class:`Scene`."""
+    """Validate a scene dict (as read from TOML) and build the :class:`Scene`. Bodies may come from an MJCF or
+    URDF file named by ``[scene] bodies`` (scene/model_import.py)."""
+    data = expand_model_bodies(data, base, src)
     try:
         sf = SceneFile.model_validate(data)
     except ValidationError as exc:
