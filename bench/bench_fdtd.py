@@ -25,6 +25,7 @@ import numba as nb
 import numpy as np
 
 from impactsound.wave import fdtd
+from impactsound.wave.voxel import voxelize
 
 
 @nb.njit(cache=True, nogil=True)
@@ -66,7 +67,7 @@ def solver(N, npml=0, threads=None, block=None, body=False):
     s.p[N // 2, N // 3, N // 2] = 1.0
     pat = None
     if body:
-        b = fdtd.voxelize(g, lambda P: np.linalg.norm(P, axis=1) < 0.25 * N * 1e-3)
+        b = voxelize(g, lambda P: np.linalg.norm(P, axis=1) < 0.25 * N * 1e-3)
         s.set_body(b)
         pat = np.where(b.axis == 2, 1.0, 0.0)
     s.run(max(1, s.block_steps), body_pattern=pat, body_scale=None if pat is None else np.full(s.block_steps, 1e-6))

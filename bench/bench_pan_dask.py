@@ -22,7 +22,7 @@ import trimesh
 from impactsound.materials import make_material
 from impactsound.parallel import local_cores, map_tasks
 from impactsound.sources.pan.precompute import MeshInside, PulseDrive, plan_pan
-from impactsound.wave.pan_solve import run_fields, solve_field
+from impactsound.sources.pan.solve import run_fields, solve_field
 
 
 def job(steps: int, subdivisions: int):

@@ -27,7 +27,7 @@ from impactsound.sources.pan.field import sample_points
 from impactsound.sources.pan.precompute import MeshInside, plan_pan, run_pan
 from impactsound.sources.pan.pulse import psi
 from impactsound.wave import fdtd
-from impactsound.wave.pan_solve import solve_field
+from impactsound.sources.pan.solve import solve_field
 
 
 def main():

@@ -7,7 +7,8 @@ import pytest
 from impactsound.errors import SolverError
 from impactsound.sources.pan.pulse import psi as pulse
 from impactsound.wave import fdtd
-from impactsound.wave.fdtd import COURANT_LIMIT, FDTDSolver, Grid, centred_grid, voxelize
+from impactsound.wave.fdtd import COURANT_LIMIT, FDTDSolver, Grid, centred_grid
+from impactsound.wave.voxel import voxelize
 
 C, RHO = 343.2, 1.2041
 

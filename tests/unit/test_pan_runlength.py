@@ -1,4 +1,4 @@
-"""Adaptive PAN precompute length (wave/pan_solve.py, sources/pan/precompute.py): the decay test on synthetic
+"""Adaptive PAN precompute length (sources/pan/solve.py, sources/pan/precompute.py): the decay test on synthetic
 receiver series and the plan's step range. Chadwick, Zheng & James 2012, "Precomputed Acceleration Noise for
 Improved Rigid-Body Sound", sec. 5: concave objects need 10-13 ms of simulated time, compact convex ones ~1 ms."""
 import numpy as np
@@ -7,7 +7,7 @@ import trimesh
 
 from impactsound.materials import get_material
 from impactsound.sources.pan.precompute import CAP_RB_TIMES, plan_pan
-from impactsound.wave.pan_solve import PANGridPlan, decay_envelope, has_decayed, plan_grid
+from impactsound.sources.pan.solve import PANGridPlan, decay_envelope, has_decayed, plan_grid
 
 
 def _plan(window=20, db=40.0, lo=10, hi=10000):

@@ -77,7 +77,7 @@ def test_task_error_reaches_the_caller_with_its_type(cluster):
 def test_pan_fields_bit_identical_local_and_dask_and_resume(cluster, tmp_path):
     from impactsound.assets import read_asset
     from impactsound.sources.pan.precompute import run_pan
-    from impactsound.wave.pan_solve import TASK_KIND
+    from impactsound.sources.pan.solve import TASK_KIND
     job = _tiny_job()
     local = run_pan(job, checkpoint_dir=tmp_path / "local")
     on_dask = functools.partial(map_tasks, scheduler=cluster.scheduler_address)

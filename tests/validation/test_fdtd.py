@@ -81,7 +81,7 @@ def test_result_independent_of_thread_count():
 
 # ---- rigid bodies (PAN fields) ---------------------------------------------------------------------------------
 from impactsound.transfer.rigid_sphere import sphere_pressure_half_sine  # noqa: E402
-from impactsound.wave.pan_solve import PANGridPlan, solve_field  # noqa: E402
+from impactsound.sources.pan.solve import PANGridPlan, solve_field  # noqa: E402
 
 
 def _sphere_run(a, cells_per_radius, R, d, field=2, recv_dirs=((0, 0, 1),), scale=1.0, drive=None,

@@ -16,7 +16,7 @@ from impactsound.sources.pan.precompute import (MeshInside, PANPrecomputeWarning
                                                 pan_asset_path, plan_pan, run_pan)
 from impactsound.sources.pan.pulse import psi
 from impactsound.transfer.rigid_sphere import sphere_pressure
-from impactsound.wave.pan_solve import decay_envelope, has_decayed, plan_grid, solve_field
+from impactsound.sources.pan.solve import decay_envelope, has_decayed, plan_grid, solve_field
 
 A = 0.01          # sphere radius [m]
 C, RHO = 343.2, 1.2041

@@ -1,1 +1,1 @@
-"""Wave solvers: the FDTD acoustic solver used by Precomputed Acceleration Noise (specs/pan.md sec. 5)."""
+"""Wave solvers: the acoustic FDTD solver (fdtd.py) and the voxelization of bodies for it (voxel.py)."""

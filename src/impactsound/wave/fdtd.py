@@ -1,8 +1,10 @@
 """First-order acoustic FDTD on a staggered (Yee-type) grid with convolutional PML and rigid-body boundaries.
 
-Equations (specs/pan.md, "Physics"): p_t = -rho c^2 div v, v_t = -(1/rho) grad p, and on the body surface the fluid's
-normal velocity follows the body (dv_n/dt = a_n, eq. 2 of the PAN paper). Second order in space and time (leapfrog:
-v at half steps, p at whole steps). Stable for c dt/dx <= 1/sqrt(3) (checked before running).
+Equations (Chadwick, Zheng & James 2012, "Precomputed acceleration noise for improved rigid-body sound", ACM Trans.
+Graph. 31(4), sec. 2, eqs. (3)-(4)): p_t = -rho c^2 div v, v_t = -(1/rho) grad p, and on the body surface the fluid's
+normal velocity follows the body (dv_n/dt = a_n, from their eqs. (2) and (4)). Second order in space and time
+(leapfrog: v at half steps, p at whole steps, as in their sec. 5). Stable for c dt/dx <= 1/sqrt(3) (checked before
+running). The body is voxelized by :func:`impactsound.wave.voxel.voxelize`.
 
 Layout: p at cell centres, vx/vy/vz on the upper x/y/z face of each cell; every array is (nx+2, ny+2, nz+2) with
 one ghost layer per side, so the interior update needs no bounds tests. Ghost p stays 0 (pressure-release) and the
@@ -46,6 +48,7 @@ import numpy as np
 from ..constants import AIR_C, AIR_RHO
 from ..errors import SolverError
 from ..parallel import default_threads
+from .voxel import BodyBoundary, voxelize  # noqa: F401  (voxelize re-exported: transfer/fdtd_transfer.py imports it)
 
 COURANT_LIMIT = 1.0 / math.sqrt(3.0)
 #: time steps per pass over memory in FDTDSolver.run (temporal blocking; see the module docstring)
@@ -347,69 +350,6 @@ def _cpml_profile(grid: Grid, axis: int, c: float, dt: float, R: float = 1e-3, o
         b = np.exp(-s[keep] * dt)
         out.append((idx[keep].astype(np.int64), b - 1.0, b))
     return tuple(out)
-
-
-@dataclass
-class BodyBoundary:
-    """Voxelized rigid body: the solid cells next to air (``solid``) and the body faces between solid and air.
-
-    faces: (n, 5) int64 rows (axis, i, j, k, sign): the face (i, j, k) along ``axis`` (the upper face of cell
-    (i, j, k)); sign +1: the air cell is the lower cell (i, j, k), -1: the upper one. centres: (n, 3) world
-    positions of the face centres [m]."""
-
-    solid: np.ndarray
-    faces: np.ndarray
-    centres: np.ndarray
-
-    @property
-    def axis(self) -> np.ndarray:
-        return self.faces[:, 0]
-
-
-def voxelize(grid: Grid, inside) -> BodyBoundary:
-    """Voxelize a body on ``grid``: ``inside(points (n, 3)) -> bool (n,)`` tells which cell centres are solid.
-
-    If ``inside`` also has ``grid_solid(xs, ys, zs) -> bool (nx, ny, nz)`` (e.g. a mesh, wave/voxel.py), that
-    structured query is used instead of one point query per cell."""
-    nx, ny, nz = grid.shape
-    xs, ys, zs = (grid.cell_centres(a) for a in range(3))
-    solid = np.zeros((nx + 2, ny + 2, nz + 2), dtype=bool)
-    if hasattr(inside, "grid_solid"):
-        solid[1:-1, 1:-1, 1:-1] = inside.grid_solid(xs[1:-1], ys[1:-1], zs[1:-1])
-    else:
-        X, Y, Z = np.meshgrid(xs[1:-1], ys[1:-1], zs[1:-1], indexing="ij")
-        solid[1:-1, 1:-1, 1:-1] = np.asarray(inside(np.stack([X.ravel(), Y.ravel(), Z.ravel()], 1))
-                                             ).reshape(X.shape)
-    p = grid.npml
-    if solid[: p + 2].any() or solid[-p - 2:].any() or solid[:, : p + 2].any() or solid[:, -p - 2:].any() \
-            or solid[:, :, : p + 2].any() or solid[:, :, -p - 2:].any():
-        raise SolverError("the body reaches into the absorbing layer; enlarge the grid")
-    rows, centres = [], []
-    for ax in range(3):
-        a = np.moveaxis(solid, ax, 0)
-        lo, hi = a[:-1], a[1:]            # face f between cell f (lo) and f+1 (hi)
-        for sign, mask in ((+1, ~lo & hi), (-1, lo & ~hi)):  # +1: air cell is the lower one
-            f = np.argwhere(mask)
-            if not len(f):
-                continue
-            ijk = np.empty_like(f)
-            ijk[:, ax] = f[:, 0]
-            others = [d for d in range(3) if d != ax]
-            ijk[:, others[0]] = f[:, 1]
-            ijk[:, others[1]] = f[:, 2]
-            rows.append(np.column_stack([np.full(len(f), ax), ijk, np.full(len(f), sign)]))
-            cen = grid.origin + (ijk - 0.5) * grid.dx
-            cen[:, ax] += 0.5 * grid.dx
-            centres.append(cen)
-    faces = np.concatenate(rows).astype(np.int64) if rows else np.zeros((0, 5), np.int64)
-    cen = np.concatenate(centres) if centres else np.zeros((0, 3))
-    # Only solid cells next to a body face need their (meaningless) pressure cleared each step: deeper solid cells
-    # then never change (their faces see zero pressure differences), so the air never sees solid pressure.
-    ijk = faces[:, 1:4].copy()
-    up = faces[:, 4] > 0                      # air below the face: the solid cell is the upper one
-    ijk[up, faces[up, 0]] += 1
-    layer = np.unique(ijk, axis=0) if len(ijk) else np.zeros((0, 3), np.int64)
-    return BodyBoundary(solid=layer.astype(np.int64), faces=faces, centres=cen)
 
 
 def _layer_tables(idx: np.ndarray, a: np.ndarray, b: np.ndarray, n: int, dtype, dx: float):

@@ -1,4 +1,5 @@
-"""Which grid cells lie inside a closed triangle mesh: exact ray parity along z, one ray per (x, y) column.
+"""Voxelization for the FDTD solver. Which grid cells lie inside a closed triangle mesh: exact ray parity along z, one
+ray per (x, y) column.
 
 Generic point-in-mesh queries (trimesh ``contains``: one ray per point, R-tree candidate search) cost minutes and
 gigabytes on a 180^3 FDTD grid; the grid's structure makes one ray per column enough. For every triangle, the
@@ -8,11 +9,22 @@ watertight surface). Rays are shifted by a tiny irrational fraction of the cell 
 through a mesh vertex or edge (double counting there would flip the parity).
 
 Cost: O(triangles x columns under each triangle + cells), compiled; ~0.1 s at 180^3.
+
+:func:`voxelize` turns such a solid (or any inside test) into the rigid-body boundary of the FDTD solver
+(:mod:`impactsound.wave.fdtd`): the body faces between solid and air cells, and the solid cells next to them.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
 import numpy as np
 from numba import njit
+
+from ..errors import SolverError
+
+if TYPE_CHECKING:                      # (fdtd imports this module: no import of it at run time)
+    from .fdtd import Grid
 
 # ray offsets in units of the column spacing: irrational, far below any meaningful geometric scale
 _JITTER = (1.2345678e-7 * np.sqrt(2.0), 1.2345678e-7 * np.sqrt(3.0))
@@ -101,3 +113,84 @@ def inside_grid(vertices: np.ndarray, faces: np.ndarray, xs: np.ndarray, ys: np.
     solid = np.zeros((len(xs), len(ys), len(zs)), bool)
     odd = _fill(zs, counts, offsets, zbuf, solid)
     return solid, int(odd)
+
+
+@dataclass
+class BodyBoundary:
+    """Voxelized rigid body: the solid cells next to air (``solid``) and the body faces between solid and air.
+
+    faces: (n, 5) int64 rows (axis, i, j, k, sign): the face (i, j, k) along ``axis`` (the upper face of cell
+    (i, j, k)); sign +1: the air cell is the lower cell (i, j, k), -1: the upper one. centres: (n, 3) world
+    positions of the face centres [m]."""
+
+    solid: np.ndarray
+    faces: np.ndarray
+    centres: np.ndarray
+
+    @property
+    def axis(self) -> np.ndarray:
+        return self.faces[:, 0]
+
+
+def voxelize(grid: Grid, inside) -> BodyBoundary:
+    """Voxelize a body on ``grid``: ``inside(points (n, 3)) -> bool (n,)`` tells which cell centres are solid.
+
+    If ``inside`` also has ``grid_solid(xs, ys, zs) -> bool (nx, ny, nz)`` (e.g. a mesh through
+    :func:`inside_grid`), that structured query is used instead of one point query per cell.
+
+    Parameters
+    ----------
+    grid : impactsound.wave.fdtd.Grid
+        The FDTD grid (cell centres, size dx [m], absorbing-layer width).
+    inside : callable
+        points (n, 3) [m] -> bool (n,), optionally with a ``grid_solid`` method as above.
+
+    Returns
+    -------
+    BodyBoundary
+        The body faces and the solid surface layer.
+
+    Raises
+    ------
+    SolverError
+        The body reaches into the absorbing layer.
+    """
+    nx, ny, nz = grid.shape
+    xs, ys, zs = (grid.cell_centres(a) for a in range(3))
+    solid = np.zeros((nx + 2, ny + 2, nz + 2), dtype=bool)
+    if hasattr(inside, "grid_solid"):
+        solid[1:-1, 1:-1, 1:-1] = inside.grid_solid(xs[1:-1], ys[1:-1], zs[1:-1])
+    else:
+        X, Y, Z = np.meshgrid(xs[1:-1], ys[1:-1], zs[1:-1], indexing="ij")
+        solid[1:-1, 1:-1, 1:-1] = np.asarray(inside(np.stack([X.ravel(), Y.ravel(), Z.ravel()], 1))
+                                             ).reshape(X.shape)
+    p = grid.npml
+    if solid[: p + 2].any() or solid[-p - 2:].any() or solid[:, : p + 2].any() or solid[:, -p - 2:].any() \
+            or solid[:, :, : p + 2].any() or solid[:, :, -p - 2:].any():
+        raise SolverError("the body reaches into the absorbing layer; enlarge the grid")
+    rows, centres = [], []
+    for ax in range(3):
+        a = np.moveaxis(solid, ax, 0)
+        lo, hi = a[:-1], a[1:]            # face f between cell f (lo) and f+1 (hi)
+        for sign, mask in ((+1, ~lo & hi), (-1, lo & ~hi)):  # +1: air cell is the lower one
+            f = np.argwhere(mask)
+            if not len(f):
+                continue
+            ijk = np.empty_like(f)
+            ijk[:, ax] = f[:, 0]
+            others = [d for d in range(3) if d != ax]
+            ijk[:, others[0]] = f[:, 1]
+            ijk[:, others[1]] = f[:, 2]
+            rows.append(np.column_stack([np.full(len(f), ax), ijk, np.full(len(f), sign)]))
+            cen = grid.origin + (ijk - 0.5) * grid.dx
+            cen[:, ax] += 0.5 * grid.dx
+            centres.append(cen)
+    faces = np.concatenate(rows).astype(np.int64) if rows else np.zeros((0, 5), np.int64)
+    cen = np.concatenate(centres) if centres else np.zeros((0, 3))
+    # Only solid cells next to a body face need their (meaningless) pressure cleared each step: deeper solid cells
+    # then never change (their faces see zero pressure differences), so the air never sees solid pressure.
+    ijk = faces[:, 1:4].copy()
+    up = faces[:, 4] > 0                      # air below the face: the solid cell is the upper one
+    ijk[up, faces[up, 0]] += 1
+    layer = np.unique(ijk, axis=0) if len(ijk) else np.zeros((0, 3), np.int64)
+    return BodyBoundary(solid=layer.astype(np.int64), faces=faces, centres=cen)

@@ -3,7 +3,7 @@
 specs/pan.md sec. 4-5. Steps:
 1. mass and inertia from the body-frame mesh and density; pulse time scale h (timescale.py);
 2. fit shells R_i = 2 R_b kappa^(i-1) and the (theta, phi) direction grid (field.py) give the receivers;
-3. grid spacing from the pulse's bandwidth (>= 10 cells per wavelength at 1/(2h); wave/pan_solve.py); run length
+3. grid spacing from the pulse's bandwidth (>= 10 cells per wavelength at 1/(2h); solve.py); run length
    adaptive (below);
 4. six independent FDTD tasks driven by z_i(t) = psi(t - 2h; h), each checkpointed (rerun = resume);
 5. one truncated-SVD fit shared by every field and direction (field.py) -> PANField (asset kind "pan_field").
@@ -11,7 +11,7 @@ specs/pan.md sec. 4-5. Steps:
 Run length (Chadwick, Zheng & James 2012, sec. 5: 1 ms for the ball bearing, 10-13 ms for concave objects).
 Each field runs at least T_min = 4h (the pulse) + R_M/c (travel to the outer shell) + 5 R_b/c (a rigid body's own
 radiation rings down with a time constant ~ R_b/c: exp(-5) left), the fixed length used before, and then on
-until the fit shells' pressure (the outermost deciding, wave/pan_solve.py) has decayed by 40 dB over a trailing
+until the fit shells' pressure (the outermost deciding, solve.py) has decayed by 40 dB over a trailing
 window of R_b/c, checked every R_b/(2c); at most T_max = T_min + 60 R_b/c (14.6 ms for the 7 cm bowl primitive,
 1.5 ms for the 7.5 mm ball bearing), or ``max_duration``. Convex bodies have decayed by T_min (measured: the
 outer shell is 40 dB down 1.3-2.6 R_b/c before it for a sphere and a die), so they cost what they did; a bowl's
@@ -35,9 +35,9 @@ from ...constants import AIR_C, AIR_RHO
 from ...errors import InputError
 from ...materials import Material
 from ...wave.voxel import inside_grid
-from ...wave.pan_solve import DECAY_DB, PANGridPlan, decay_envelope, has_decayed, plan_grid, run_fields
 from .field import N_RADII, fit_pan_field, sample_points, shell_radii
 from .pulse import psi
+from .solve import DECAY_DB, PANGridPlan, decay_envelope, has_decayed, plan_grid, run_fields
 from .timescale import pulse_timescale
 
 CODE_VERSION = "pan-precompute-5"   # part of every cache key: bump when the numerics change
@@ -162,7 +162,7 @@ class PulseDrive:
 def run_pan(job: PANJob, *, checkpoint_dir: str | Path | None = None, progress=None, map_fn=None):
     """Run the six FDTD fields (resuming from ``checkpoint_dir``) and fit the PAN field. Returns a PANField.
 
-    ``map_fn`` runs the field tasks (wave/pan_solve.py ``run_fields``), e.g.
+    ``map_fn`` runs the field tasks (solve.py ``run_fields``), e.g.
     ``functools.partial(impactsound.parallel.map_tasks, scheduler="tcp://host:8786")``; default: one after the
     other in this process. The result does not depend on where the fields ran."""
     h = job.h

@@ -1,4 +1,9 @@
-"""Run the FDTD solver for the six rigid-body acceleration fields of one object (specs/pan.md sec. 4.1 and 5).
+"""Run the FDTD solver for the six rigid-body acceleration fields of one object.
+
+The directional pressure fields of Precomputed Acceleration Noise (Chadwick, J. N., Zheng, C. & James, D. L. 2012,
+"Precomputed acceleration noise for improved rigid-body sound", ACM Trans. Graph. 31(4)): sec. 4.1, the six
+fields p_T,i, p_R,i driven by the boundary conditions of eqs. (15)-(16) with a pulse of eq. (17), solved with the
+FDTD solver of their sec. 5 (:mod:`impactsound.wave.fdtd`).
 
 Field i solves the wave equation with the body surface accelerating as z_i(t) g_i(x):
   g_i = e_i . n (translation, i = 0..2),   g_i = (e_{i-3} x (x - x0)) . n (rotation, i = 3..5).
@@ -32,11 +37,12 @@ from typing import Callable
 
 import numpy as np
 
-from ..assets import Asset, content_hash, read_asset, write_asset
-from ..constants import AIR_C
-from ..errors import AssetError, SolverError
-from ..parallel import map_tasks
-from .fdtd import COURANT_LIMIT, DEFAULT_NPML, FDTDSolver, centred_grid, solver_bytes, voxelize
+from ...assets import Asset, content_hash, read_asset, write_asset
+from ...constants import AIR_C
+from ...errors import AssetError, SolverError
+from ...parallel import map_tasks
+from ...wave.fdtd import COURANT_LIMIT, DEFAULT_NPML, FDTDSolver, centred_grid, solver_bytes
+from ...wave.voxel import voxelize
 
 TASK_KIND = "pan_fdtd_task"
 
@@ -174,7 +180,7 @@ def solve_field(field: int, inside: Callable[[np.ndarray], np.ndarray], plan: PA
     steps = plan.n_steps for a fixed plan; for an adaptive one (module docstring) the first check point, at or
     after plan.min_steps, where the receivers have decayed (weights ``decay_weights`` (n,), default 1, 0 leaves
     a receiver out of the test), else plan.n_steps (the cap)."""
-    from ..parallel import undo_dask_malloc_trim
+    from ...parallel import undo_dask_malloc_trim
     undo_dask_malloc_trim()                                   # a Dask worker's malloc setting (parallel.py)
     grid = centred_grid(plan.half_width, plan.dx, plan.npml)
     solver = FDTDSolver(grid, c, rho, dt=plan.dt, dtype=dtype)
