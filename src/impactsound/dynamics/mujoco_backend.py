@@ -1,9 +1,11 @@
-"""Rigid-body dynamics with MuJoCo -> clean contact events (design.md "Notes on the real parts"; specs/modal-sound.md
-sec. 7-8; specs/pan.md "Contact force from an impulse").
+"""Rigid-body dynamics with MuJoCo (Todorov, E., Erez, T. & Tassa, Y. 2012, "MuJoCo: a physics engine for
+model-based control", IEEE/RSJ IROS) -> clean contact events.
 
 The engine's contact-force history is *not* the sound's force: we only take, per collision, the summed impulse
 J = sum f dt, the first-contact time and the approach speed (hygiene.py); the force's time profile comes from Hertz
-theory downstream. The engine only has to get momentum exchange, timing and restitution right.
+theory downstream, as in Chadwick, Zheng & James 2012, "Precomputed acceleration noise for improved rigid-body
+sound", ACM Trans. Graph. 31(4), sec. 3 (a half-sine of the Hertz time scale scaled to the impulse, eqs. (6)-(10)).
+The engine only has to get momentum exchange, timing and restitution right.
 
 Model (built in memory with ``mujoco.MjSpec``)
 ----------------------------------------------
@@ -31,9 +33,9 @@ solimp d0 = dw = 0.99, so a 1 kg and a 1 g body get the same contact dynamics).
   timestep for thin objects (a plate thinner than ~2x that depth can be passed through).
 * damping = 2 zeta omega0, with zeta chosen so that the *discrete* contact map that MuJoCo integrates (first
   contact at a uniformly random phase inside a step, force clamped >= 0, release at zero penetration) gives the
-  material's restitution on average (:func:`restitution_to_damping_ratio`). Because the damping acts on the
-  whole first step whatever the phase of first contact, a single bounce's restitution scatters by about
-  +-2 zeta kappa / 3 around the target (+-0.04 at e = 0.56); the mean is right.
+  material's restitution on average (restitution.py, :func:`restitution_to_damping_ratio`). Because the damping
+  acts on the whole first step whatever the phase of first contact, a single bounce's restitution scatters by
+  about +-2 zeta kappa / 3 around the target (+-0.04 at e = 0.56); the mean is right.
 * Pairs: MuJoCo combines geom parameters; with direct-format solref it takes the element-wise minimum, i.e. the
   larger damping, so a pair's restitution is min(e_a, e_b) (the lossier material dominates). Friction is the
   maximum of the two coefficients (MuJoCo's rule). Both are documented choices.
@@ -60,7 +62,6 @@ import math
 import time
 import warnings
 from dataclasses import dataclass, field
-from functools import lru_cache
 
 import numpy as np
 
@@ -68,6 +69,7 @@ from ..errors import InputError, MeshError, SolverError
 from .convex import convex_parts
 from .events import GROUND, EventLog
 from .hygiene import V_MIN, RawContacts, clean_contacts
+from .restitution import restitution_to_damping_ratio
 
 __all__ = ["simulate", "run_dynamics", "build_model", "DynamicsResult", "MujocoModel",
            "restitution_to_damping_ratio", "GRAVITY"]
@@ -75,64 +77,6 @@ __all__ = ["simulate", "run_dynamics", "build_model", "DynamicsResult", "MujocoM
 GRAVITY = 9.81              # [m/s^2], along -z (MuJoCo's default value, set explicitly)
 _IMPEDANCE = 0.99           # solimp d0 = dw: constant impedance (no width ramp), see module docstring
 _CHUNK = 2048               # engine steps with contacts per conversion to compact rows (bounds record memory)
-_MAX_DAMP_STEP = 0.8        # damping * timestep <= this keeps the explicit damping term monotone and stable
-
-
-# ---- restitution calibration -----------------------------------------------------------------------------
-def _discrete_restitution(zeta: float, kappa: float, n_phase: int = 64) -> float:
-    """Mean restitution of MuJoCo's discrete contact map over the phase of first contact.
-
-    Units v_in = 1, dt = 1. Per step (semi-implicit Euler, as mj_step with the Euler integrator):
-    a = max(-c u - K x, 0) while x < 0, u += a, x += u; K = kappa^2, c = 2 zeta kappa. Gravity is left out: the
-    restitution is a property of the contact. First contact at x = -phi (phi uniform in (0, 1)); release when the
-    penetration x returns to >= 0; e = u_out / u_in.
-    """
-    phi = (np.arange(n_phase) + 0.5) / n_phase
-    x = -phi
-    u = -np.ones(n_phase)
-    K, c = kappa * kappa, 2.0 * zeta * kappa
-    e = np.zeros(n_phase)
-    active = np.ones(n_phase, bool)
-    for _ in range(int(200.0 / kappa) + 100):
-        a = np.maximum(-c * u - K * x, 0.0)
-        u = u + a
-        x = x + u
-        out = active & (x >= 0)
-        e[out] = u[out]
-        active &= ~out
-        if not active.any():
-            break
-    e[active] = np.maximum(u[active], 0.0)          # overdamped creep-out: essentially no rebound
-    return float(e.mean())
-
-
-@lru_cache(maxsize=256)
-def _calibrate(restitution: float, contact_steps: float) -> tuple[float, float | None]:
-    """(zeta, e_floor): e_floor is set when the requested restitution was below reach and zeta was clamped."""
-    from scipy.optimize import brentq
-
-    kappa = math.pi / contact_steps
-    z_max = _MAX_DAMP_STEP / (2.0 * kappa)
-    e = float(restitution)
-    if e >= _discrete_restitution(0.0, kappa):
-        return 0.0, None
-    e_floor = _discrete_restitution(z_max, kappa)
-    if e <= e_floor:
-        return z_max, e_floor
-    return float(brentq(lambda z: _discrete_restitution(z, kappa) - e, 0.0, z_max, xtol=1e-6)), None
-
-
-def restitution_to_damping_ratio(restitution: float, contact_steps: float = 10.0) -> float:
-    """Damping ratio zeta [-] of the engine contact that yields ``restitution`` on average (see module docstring).
-
-    ``contact_steps``: undamped contact duration in engine steps (kappa = omega0 dt = pi / contact_steps).
-    Clamped, with a warning, to the most damping the explicit step tolerates (restitution ~0.07 at 10 steps).
-    """
-    zeta, e_floor = _calibrate(float(restitution), float(contact_steps))
-    if e_floor is not None:
-        warnings.warn(f"restitution {restitution:.3g} is below the lowest the rigid-body engine reaches with "
-                      f"{contact_steps:g} steps per contact ({e_floor:.3g}); using {e_floor:.3g}", stacklevel=2)
-    return zeta
 
 
 # ---- validation --------------------------------------------------------------------------------------------
