@@ -239,6 +239,33 @@ def _material_option(material, E, nu, rho):
     raise InputError("give --material NAME or all of --E PA --nu X --rho KG_M3")
 
 
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the source kinds and their options as JSON.")
+def sources(as_json):
+    """The sound-source kinds a scene can name in `sources = [...]`, with their [source.<kind>] options (built-ins
+    and plugins installed through the 'impactsound.sources' entry point)."""
+    from .sources import registry
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        kinds = registry.available()
+    rows = []
+    for k in kinds.values():
+        opts = {n: {"default": f.default, "type": getattr(f.annotation, "__name__", None) if isinstance(
+                    f.annotation, type) else str(f.annotation).replace("typing.", ""), "description": f.description or ""}
+                for n, f in k.options.model_fields.items()}
+        rows.append({"name": k.name, "origin": k.origin, "summary": k.summary, "options": opts})
+    broken = registry.broken()
+    if as_json:
+        click.echo(json.dumps({"sources": rows, "failed_plugins": broken}, indent=2, default=str))
+        return
+    for r in rows:
+        click.echo(f"{r['name']}  ({r['origin']}): {r['summary']}")
+        for n, o in r["options"].items():
+            click.echo(f"    {n} = {_g(o['default'])}   [{o['type']}] {o['description']}")
+    for name, why in broken.items():
+        click.echo(f"warning: plugin {name!r} failed to load: {why}", err=True)
+
+
 @cli.group()
 def pan():
     """Precomputed Acceleration Noise (PAN) fields: precompute once per object, inspect."""
@@ -455,6 +482,59 @@ def transfer_plot(obj: _Ctx, asset: Path, mode: int, modal_asset: Path | None, o
             bem_samples = bem_shell_samples(model, tm, mode)
     transfer_png(out, tm, mode, bem_samples)
     click.echo(str(out))
+
+
+def _xyz_list(text: str, option: str, what: str) -> np.ndarray:
+    """'x,y,z;x,y,z...' -> (n, 3) floats; InputError naming the option and saying what it wants otherwise."""
+    try:
+        a = np.array([[float(v) for v in part.split(",")] for part in text.split(";") if part.strip()], np.float64)
+    except ValueError:
+        a = np.zeros((0, 0))
+    if a.ndim != 2 or len(a) == 0 or a.shape[1] != 3 or not np.isfinite(a).all():
+        raise InputError(f"{option} {text!r}: give {what}")
+    return a
+
+
+@cli.command("export")
+@click.argument("modal_asset", type=click.Path(path_type=Path))
+@click.option("--format", "fmt", type=click.Choice(["json", "faust"]), required=True,
+              help="json: the modal bank (formula, units, modes, per-point gains); faust: a .dsp program.")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="Output file (.json or .dsp); its folder must exist.")
+@click.option("--points", metavar="X,Y,Z[;X,Y,Z...]",
+              help="Hit points [m] in the body frame (mesh axes, origin at the centre of mass), projected on the "
+                   "surface; default: every surface vertex.")
+@click.option("--listener-dir", default="0,-1,0", show_default=True, metavar="X,Y,Z|none",
+              help="Body-frame direction from the object to the listener (far-field pressure at 1 m); 'none' "
+                   "for no radiation.")
+@click.option("--transfer", "transfer_asset", type=click.Path(path_type=Path),
+              help="FFAT transfer asset (`impactsound transfer precompute`) for the modes it covers; the "
+                   "compact model radiates the rest.")
+@click.option("--max-modes", type=click.IntRange(min=1), metavar="N", help="Keep only the lowest N modes.")
+@click.option("--sample-rate", type=click.IntRange(min=1), default=48000, show_default=True,
+              help="Sample rate [Hz] of the Faust resonator coefficients.")
+def export(modal_asset: Path, fmt, out: Path, points, listener_dir, transfer_asset, max_modes, sample_rate):
+    """Export a modal model (MODAL_ASSET, from `impactsound modes --out`) for runtime playback: a JSON modal bank
+    or a Faust program that plays the object when struck (docs/export.md)."""
+    from .fem.model import ModalModel
+    from .io.export import export_modal
+    if not modal_asset.is_file():
+        raise InputError(f"{modal_asset}: no such modal asset (make one with `impactsound modes MESH --out A.h5`)")
+    if transfer_asset is not None and not transfer_asset.is_file():
+        raise InputError(f"--transfer {transfer_asset}: no such transfer asset (make one with `impactsound "
+                         "transfer precompute MODAL_ASSET`)")
+    model = ModalModel.load(modal_asset)
+    pts = None if points is None else _xyz_list(points, "--points", "points x,y,z [m], body frame, separated by ';'")
+    direction = None
+    if listener_dir.strip().lower() != "none":
+        want = "one direction x,y,z (body frame, from the object to the listener), or none"
+        d = _xyz_list(listener_dir, "--listener-dir", want)
+        if len(d) != 1:
+            raise InputError(f"--listener-dir {listener_dir!r}: give {want}")
+        direction = d[0]
+    bank = export_modal(model, fmt, out, points=pts, listener_direction=direction,
+                        transfer=transfer_asset, max_modes=max_modes, sample_rate=sample_rate)
+    click.echo(f"{out}: {len(bank['modes']['frequency_hz'])} modes, {len(bank['points']['gains'])} hit points")
 
 
 def main(argv=None):

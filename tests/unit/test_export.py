@@ -289,3 +289,25 @@ def test_impulse_response_bad_point(model):
     bank = modal_bank(model, points=HIT)
     with pytest.raises(InputError, match="point_index = 3"):
         modal_impulse_response(bank, 3, 10, FS)
+
+
+def test_cli_export_writes_json_and_faust_and_refuses_bad_input(model, tmp_path):
+    """`impactsound export MODAL_ASSET --format json|faust --out FILE`: the same bank as the API; bad input is one
+    line and exit code 2."""
+    import json
+
+    from impactsound.cli import main
+    asset = tmp_path / "bar.h5"
+    model.save(asset)
+    pts = ";".join(",".join(str(v) for v in p) for p in np.atleast_2d(HIT))
+    assert main(["-q", "export", str(asset), "--format", "json", "--out", str(tmp_path / "b.json"),
+                 "--points", pts]) == 0
+    bank = json.loads((tmp_path / "b.json").read_text())
+    ref = export_modal(model, "json", tmp_path / "r.json", points=np.atleast_2d(HIT), listener_direction=(0, -1, 0))
+    assert np.allclose(bank["points"]["gains"], ref["points"]["gains"], rtol=1e-12, atol=0)
+    assert main(["-q", "export", str(asset), "--format", "faust", "--out", str(tmp_path / "b.dsp"),
+                 "--points", pts]) == 0
+    assert "stdfaust" in (tmp_path / "b.dsp").read_text() or "process" in (tmp_path / "b.dsp").read_text()
+    assert main(["-q", "export", str(asset), "--format", "json", "--out", str(tmp_path / "x.json"),
+                 "--listener-dir", "1,nan,0"]) == 2
+    assert main(["-q", "export", str(tmp_path / "missing.h5"), "--format", "json", "--out", str(tmp_path / "y.json")]) == 2

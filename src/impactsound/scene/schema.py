@@ -99,7 +99,7 @@ class SceneSpec(_Strict):
     @classmethod
     def _known(cls, v):
         from ..sources import registry
-        kinds = registry.available()
+        kinds = registry.available(warn=False)
         bad = [s for s in v if s not in kinds]
         if bad:
             why = {b: registry.broken()[b] for b in bad if b in registry.broken()}

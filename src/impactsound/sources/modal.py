@@ -213,15 +213,14 @@ class ModalOptions(BaseModel):
     """Options of the ``modal`` source (scene table ``[source.modal]``)."""
 
     model_config = ConfigDict(extra="forbid")
-    #: finite-element order: 1 (linear tets) or 2 (quadratic tets, default)
-    modal_order: Literal[1, 2] = 2
-    #: most modes kept per object
-    max_modes: int = Field(default=200, ge=1)
-    #: radiation: "auto" (FFAT maps of every mode from grouped FDTD solves), "ffat" (BEM FFAT maps of the first
-    #: ``transfer_max_modes`` modes; the reference), "low_order" (compact monopole + dipole; approximate)
-    transfer: Literal["auto", "ffat", "low_order"] = "auto"
-    #: modes given BEM FFAT maps with transfer = "ffat"
-    transfer_max_modes: int = Field(default=20, ge=1)
+    modal_order: Literal[1, 2] = Field(default=2, description="finite-element order: 1 (linear tets) or 2 "
+                                       "(quadratic tets)")
+    max_modes: int = Field(default=200, ge=1, description="most modes kept per object")
+    transfer: Literal["auto", "ffat", "low_order"] = Field(
+        default="auto", description="radiation: auto = FFAT maps of every mode from grouped FDTD solves; ffat = "
+        "BEM FFAT maps of the first transfer_max_modes modes (reference, slow); low_order = monopole + dipole "
+        "(approximate)")
+    transfer_max_modes: int = Field(default=20, ge=1, description="modes given BEM FFAT maps with transfer = ffat")
 
 
 @dataclass

@@ -177,11 +177,11 @@ def reload() -> None:
     _LOADED = False
 
 
-def available() -> dict[str, SourceKind]:
+def available(*, warn: bool = True) -> dict[str, SourceKind]:
     """All registered source kinds {name: SourceKind}: the built-ins, then plugins in entry-point order. Plugins
-    that failed to load are warned about here (see :func:`broken`)."""
+    that failed to load are warned about here unless ``warn`` is false (see :func:`broken`)."""
     _load()
-    for name, why in _BROKEN.items():
+    for name, why in _BROKEN.items() if warn else ():
         warnings.warn(f"source plugin {name!r} failed to load: {why}", RuntimeWarning, stacklevel=2)
     return dict(_KINDS)
 

@@ -149,9 +149,9 @@ class PANOptions(BaseModel):
     """Options of the ``acceleration_noise`` source (scene table ``[source.acceleration_noise]``)."""
 
     model_config = ConfigDict(extra="forbid")
-    #: objects whose PAN precompute would exceed this many FDTD cell updates (~4 s per 1e9 on 2 cores) get no
-    #: acceleration noise (said in the output's sidecar), unless their field is already cached
-    budget: float = Field(default=2.0e10, gt=0)
+    budget: float = Field(default=2.0e10, gt=0, description="largest PAN precompute in FDTD cell updates (~4 s "
+                          "per 1e9 on 2 cores); objects over it get no acceleration noise (said in the sidecar) "
+                          "unless their field is cached")
 
 
 @dataclass
