@@ -2,27 +2,40 @@
 
 Table of contents (pipeline order):
 
-- scene: :func:`load_scene`, :class:`Scene` (TOML format: docs/scene-format.md)
+- scene: :func:`load_scene` (a TOML file or a dict; bodies also from MJCF/URDF), :class:`Scene`
+  (docs/scene-format.md)
 - materials: :func:`get_material`, :func:`make_material`, :func:`material_table`
 - dynamics: ``impactsound.dynamics.simulate`` (MuJoCo) -> :class:`EventLog` (docs/event-log.md); another engine's
   raw per-step contacts -> :class:`RawContacts` -> :func:`clean_contacts` (the contact merger) -> EventLog;
   ``impactsound.dynamics.check_event_log`` (plausibility of a user's log against the scene)
-- contact: ``impactsound.contact`` (Hertz time scale, effective mass, local curvature)
-- fem: ``impactsound.fem.modal.modal_analysis`` -> :class:`ModalModel`
-- sources: ``impactsound.sources.modal.ModalSource`` (the :class:`Source` interface)
-- transfer: ``impactsound.transfer.low_order`` (monopole + dipole radiation)
-- pipeline: :func:`render_scene` -> :class:`RenderResult`; mix in ``impactsound.mix``
-- io: WAV + sidecar (``impactsound.io.audio``), spectrogram PNG (``impactsound.io.plot``)
+- contact: ``impactsound.contact`` (Hertz time, effective mass, local curvature); the contact stage shared by all
+  sources, :func:`contact_stage` -> :class:`ContactStage`
+- fem: :func:`modal_analysis` -> :class:`ModalModel`
+- sources: the registry (:class:`SourceKind`, :func:`register`, :func:`available_sources`; docs/sources.md);
+  built-ins ``modal`` (``impactsound.sources.modal.ModalSource``, and :func:`strike` for one strike) and
+  ``acceleration_noise`` (``impactsound.sources.pan.PANSource``)
+- transfer: FFAT maps from FDTD or BEM (``impactsound.transfer``), compact radiation (``transfer.low_order``)
+- pipeline: :func:`render_scene` -> :class:`RenderResult` (``.save`` writes WAV, stems and a spectrogram)
+- io: WAV + sidecar (``impactsound.io.audio``), spectrogram PNG (``impactsound.io.plot``), runtime export of a
+  modal bank as JSON or Faust (``impactsound.io.export``)
 - assets: one HDF5 format for every precomputed thing (``impactsound.assets``)
+
+Messages go to ``logging.getLogger("impactsound")``.
 """
+from .contact.stage import ContactStage, contact_stage
 from .dynamics.events import EventLog
 from .dynamics.hygiene import RawContacts, clean_contacts
 from .errors import ImpactSoundError
+from .fem.modal import modal_analysis
 from .fem.model import ModalModel
 from .materials import Material, get_material, make_material, material_table
 from .pipeline import RenderResult, render_scene
 from .scene import Scene, load_scene
 from .sources.base import Source
+from .sources.modal import strike
+from .sources.registry import SourceKind, register
+from .sources.registry import available as available_sources
 
-__all__ = ["EventLog", "ImpactSoundError", "Material", "ModalModel", "RawContacts", "RenderResult", "Scene", "Source",
-           "clean_contacts", "get_material", "load_scene", "make_material", "material_table", "render_scene"]
+__all__ = ["ContactStage", "EventLog", "ImpactSoundError", "Material", "ModalModel", "RawContacts", "RenderResult",
+           "Scene", "Source", "SourceKind", "available_sources", "clean_contacts", "contact_stage", "get_material",
+           "load_scene", "make_material", "material_table", "modal_analysis", "register", "render_scene", "strike"]

@@ -29,8 +29,9 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..contact.curvature import SurfaceCurvature
-from ..contact.stage import ContactStage, contact_stage
+from ..contact.stage import BodyContacts, ContactStage, contact_stage
 from ..dynamics.events import EventLog
+from ..errors import InputError
 from ..io.progress import QUIET
 from ..transfer import hrtf
 from ..transfer.low_order import compact_basis, compact_geometry, model_moments
@@ -346,3 +347,90 @@ def describe(prep: ModalPrepared) -> tuple[dict, dict]:
 SOURCE = register(SourceKind(
     name="modal", options=ModalOptions, prepare=prepare, render=render, describe=describe,
     summary="vibration of each body's linear modes (FEM), struck by Hertz impacts, radiated by FFAT maps"))
+
+
+# ---- the simplest use ---------------------------------------------------------------------------------------------
+def strike(model, point, impulse, listener, *, duration: float = 1.0, sample_rate: int = 48000,
+           tau: float | None = None, transfer=None, air=None) -> np.ndarray:
+    """The sound of one strike on a free object: pressure [Pa] at the listener(s).
+
+    The object floats at rest with its centre of mass at the origin and its mesh axes as the world axes (the
+    modal model's body frame); it is struck at ``point`` at t = 0 and rings for ``duration``. The modal response
+    and radiation are those of :class:`ModalSource` (compact monopole + dipole, or FFAT maps with ``transfer``).
+
+    Parameters
+    ----------
+    model : ModalModel
+        The object's modes (e.g. from :func:`impactsound.modal_analysis`).
+    point : array_like, shape (3,)
+        Where it is struck, body frame [m]; projected onto the surface.
+    impulse : float or array_like, shape (3,)
+        The impulse [N s]: a vector (body frame) or a magnitude pushed into the surface along the inward normal.
+    listener : array_like, shape (3,) or (L, 3)
+        Listener position(s), body frame [m], outside the object.
+    duration : float
+        Output length [s].
+    sample_rate : int
+        [Hz].
+    tau : float, optional
+        Contact duration [s]. Default: the Hertz time (Chadwick, Zheng & James 2012, eq. 7) of the object's
+        surface against a rigid plane at the normal speed the impulse gives the contact point,
+        V = |J . n| / m_eff (m_eff the object's effective mass there).
+    transfer : TransferModel, optional
+        FFAT maps for the model's first modes (``impactsound transfer precompute``); the compact model otherwise.
+    air : Air, optional
+        Speed of sound and density (default 343.2 m/s, 1.2041 kg/m^3).
+
+    Returns
+    -------
+    ndarray, shape (L, round(duration * sample_rate))
+        Pressure [Pa] at each listener.
+    """
+    import trimesh
+
+    from ..contact.hertz import hertz_tau, inverse_effective_mass
+    from ..dynamics.events import GROUND
+    from ..scene.model import Air, Body
+    if not model.n_modes:
+        raise InputError("strike: the model has no modes (nothing below its f_max); nothing to hear")
+    air = air or Air()
+    nv = int(np.asarray(model.surface_faces).max()) + 1
+    surf = SurfaceCurvature(np.asarray(model.surface_nodes)[:nv], np.asarray(model.surface_faces))
+    p = np.asarray(point, np.float64).reshape(-1)
+    if p.shape != (3,) or not np.isfinite(p).all():
+        raise InputError(f"strike: point = {point!r} must be one finite body-frame point (x, y, z) [m]")
+    face, bary, dist = surf.closest(p[None])
+    if dist[0] > 0.05 * surf.bounding_radius:
+        raise InputError(f"strike: point {list(p)} is {dist[0]:.3g} m from the object's surface (bounding radius "
+                         f"{surf.bounding_radius:.3g} m); give a point on the surface, body frame (origin at the "
+                         "centre of mass)")
+    x = np.einsum("k,kc->c", bary[0], surf.vertices[surf.faces[face[0]]])
+    tri = surf.vertices[surf.faces[face[0]]]
+    n_out = np.cross(tri[1] - tri[0], tri[2] - tri[0])
+    n_out /= np.linalg.norm(n_out)
+    J = np.asarray(impulse, np.float64)
+    J = -float(J) * n_out if J.ndim == 0 else J.reshape(3)
+    if not (np.isfinite(J).all() and np.linalg.norm(J) > 0):
+        raise InputError(f"strike: impulse = {impulse!r} must be a non-zero finite magnitude or vector [N s]")
+    L = np.atleast_2d(np.asarray(listener, np.float64))
+    if L.shape[1] != 3 or not np.isfinite(L).all():
+        raise InputError(f"strike: listener = {listener!r} must be finite body-frame point(s) (x, y, z) [m]")
+    inv_m = float(inverse_effective_mass(model.mass, model.inertia, x[None], n_out[None])[0])
+    vn = abs(float(J @ n_out)) * inv_m
+    if tau is None:
+        if vn <= 0:
+            raise InputError("strike: the impulse is tangent to the surface; give tau or a normal component")
+        r = float(surf.radius_at(face, bary)[0])
+        tau = float(hertz_tau(1.0 / inv_m, r, model.material.E / (1.0 - model.material.nu**2), vn))
+    if not (np.isfinite(tau) and tau > 0):
+        raise InputError(f"strike: tau = {tau} s must be positive")
+    body = Body(name="object", mesh=trimesh.Trimesh(surf.vertices, surf.faces, process=False),
+                material=model.material, mass=float(model.mass), inertia=np.asarray(model.inertia, np.float64),
+                position=np.zeros(3))
+    ev = EventLog(t=[0.0], a=[GROUND], b=[0], point=x[None], normal=-n_out[None], impulse=J[None],
+                  vn=[max(vn, 1e-9)], pos_b=np.zeros((1, 3)), quat_b=np.array([[1.0, 0, 0, 0]]), body_names=["object"])
+    src = ModalSource([body], {"object": model}, None, air, transfers={"object": transfer} if transfer else None)
+    stage = src.contacts(ev)
+    bc = stage.of(0)
+    stage = ContactStage(ev, {0: BodyContacts(**{**bc.__dict__, "tau": np.array([tau])})})
+    return src.render(ev, L, sample_rate, duration, contacts=stage)["object"]
