@@ -262,7 +262,8 @@ def solve_box_fields(model, settings: FDTDTransferSettings = FDTDTransferSetting
     """Run the grouped FDTD solves of every mode of ``model``. Returns (plan, box, P (m, nf), dPdn (m, nf)) with
     box = (centres, normals, area) of the Kirchhoff faces and P, dPdn the complex pressure and its outward normal
     derivative per unit modal amplitude on them."""
-    from ..wave.fdtd import FDTDSolver, voxelize
+    from ..wave.fdtd import FDTDSolver
+    from ..wave.voxel import voxelize
     from ..wave.voxel import inside_grid
     from .precompute import model_surface
     settings.check()

@@ -48,7 +48,7 @@ import numpy as np
 from ..constants import AIR_C, AIR_RHO
 from ..errors import SolverError
 from ..parallel import default_threads
-from .voxel import BodyBoundary, voxelize  # noqa: F401  (voxelize re-exported: transfer/fdtd_transfer.py imports it)
+from .voxel import BodyBoundary
 
 COURANT_LIMIT = 1.0 / math.sqrt(3.0)
 #: time steps per pass over memory in FDTDSolver.run (temporal blocking; see the module docstring)
