@@ -1,4 +1,7 @@
-"""Local contact radius from the discrete mean curvature of a triangle mesh (pan.md: r_i = 1 / H_i(x_i)).
+"""Local contact radius from the discrete mean curvature of a triangle mesh, r_i = 1 / H_i(x_i).
+
+The proxy-sphere radius of Chadwick, Zheng & James 2012, "Precomputed Acceleration Noise for Improved Rigid-Body
+Sound", sec. 3.2 (who cite Meyer et al. 2002 for H).
 
 Discrete mean curvature (normal-cycle / Cohen-Steiner & Morvan form, the edge-based counterpart of Meyer et al.
 2002): the mean-curvature measure of an interior edge of length l and signed dihedral angle beta (positive on
@@ -16,7 +19,7 @@ every vertex of an icosphere is within 2.1 % of 1/R).
 At a contact point inside a face, H is interpolated linearly (barycentric) between the face's vertices.
 This is vectorised (one pass over edges per mesh, cached; one gather per query).
 
-Caps (pan.md asks for a documented choice):
+Caps (the package's choice; the paper does not say what to do where H <= 0):
 * H <= 0 (flat or concave contact): the surface is treated as a plane there, 1/r = 0.
 * The radius of a body is capped at its bounding radius about the COM, r_i <= R_bound,i: a flat face, whose
   Hertz radius would be infinite, behaves at most like the smallest sphere holding the object. This also
@@ -34,7 +37,17 @@ import trimesh
 def vertex_mean_curvature(vertices, faces) -> np.ndarray:
     """Discrete mean curvature H_v [1/m] at every vertex of a triangle mesh (see module docstring).
 
-    vertices (nv, 3) [m], faces (nf, 3) outward counter-clockwise. Positive on convex parts.
+    Parameters
+    ----------
+    vertices : array_like, shape (nv, 3)
+        Vertex positions [m].
+    faces : array_like, shape (nf, 3)
+        Triangles, outward counter-clockwise.
+
+    Returns
+    -------
+    ndarray, shape (nv,)
+        H_v [1/m], positive on convex parts; 0 at vertices with no incident area.
     """
     mesh = trimesh.Trimesh(np.asarray(vertices, np.float64), np.asarray(faces, np.int64), process=False)
     v = mesh.vertices
@@ -57,7 +70,20 @@ def vertex_mean_curvature(vertices, faces) -> np.ndarray:
 
 
 def radius_from_curvature(H, cap) -> np.ndarray:
-    """Local radius r = 1/H [m] with the caps of the module docstring: H <= 0 -> plane, then r <= cap."""
+    """Local radius r = 1/H [m] with the caps of the module docstring: H <= 0 -> plane, then r <= cap.
+
+    Parameters
+    ----------
+    H : float or array_like
+        Mean curvature [1/m].
+    cap : float or array_like
+        Largest radius [m] (the body's bounding radius).
+
+    Returns
+    -------
+    ndarray
+        r = min(1/H, cap) [m]; ``cap`` where H <= 0.
+    """
     H = np.asarray(H, dtype=np.float64)
     with np.errstate(divide="ignore"):
         r = np.where(H > 0, 1.0 / np.where(H > 0, H, 1.0), np.inf)
@@ -68,7 +94,21 @@ def radius_from_curvature(H, cap) -> np.ndarray:
 class SurfaceCurvature:
     """A body-frame surface with cached per-vertex mean curvature and closest-point queries.
 
-    vertices (nv, 3) [m] body frame (COM at the origin), faces (nf, 3).
+    Parameters
+    ----------
+    vertices : array_like, shape (nv, 3)
+        Vertex positions [m], body frame (centre of mass at the origin).
+    faces : array_like, shape (nf, 3)
+        Triangles, outward counter-clockwise.
+
+    Attributes
+    ----------
+    mesh : trimesh.Trimesh
+        The surface (not processed).
+    H : ndarray, shape (nv,)
+        Per-vertex mean curvature [1/m] (:func:`vertex_mean_curvature`).
+    bounding_radius : float
+        Largest vertex distance from the origin [m]; the radius cap.
     """
 
     vertices: np.ndarray
@@ -85,7 +125,22 @@ class SurfaceCurvature:
         self.bounding_radius = float(np.sqrt((self.vertices**2).sum(axis=1).max()))
 
     def closest(self, points) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Closest surface points to ``points`` (n, 3) body frame: (face (n,), bary (n, 3), distance (n,) [m])."""
+        """Closest surface points to ``points``.
+
+        Parameters
+        ----------
+        points : array_like, shape (n, 3)
+            Query points [m], body frame.
+
+        Returns
+        -------
+        face : ndarray, shape (n,)
+            Index of the face holding the closest point.
+        bary : ndarray, shape (n, 3)
+            Its barycentric coordinates in that face (clipped to [0, 1], summing to 1).
+        distance : ndarray, shape (n,)
+            Distance from the query point [m].
+        """
         pts = np.asarray(points, np.float64).reshape(-1, 3)
         if len(pts) == 0:
             return np.zeros(0, np.int64), np.zeros((0, 3)), np.zeros(0)
@@ -98,14 +153,49 @@ class SurfaceCurvature:
         return face, bary, np.asarray(dist)
 
     def curvature_at(self, face, bary) -> np.ndarray:
-        """Mean curvature H [1/m] at points given by (face, bary): barycentric interpolation of H_v."""
+        """Mean curvature H [1/m] at points given by (face, bary): barycentric interpolation of H_v.
+
+        Parameters
+        ----------
+        face : array_like, shape (n,)
+            Face indices.
+        bary : array_like, shape (n, 3)
+            Barycentric coordinates in those faces.
+
+        Returns
+        -------
+        ndarray, shape (n,)
+            H [1/m].
+        """
         return np.einsum("nk,nk->n", self.H[self.faces[np.asarray(face, np.int64)]], np.asarray(bary))
 
     def radius_at(self, face, bary) -> np.ndarray:
-        """Local contact radius r [m] at (face, bary), capped as in the module docstring."""
+        """Local contact radius r [m] at (face, bary), capped as in the module docstring.
+
+        Parameters
+        ----------
+        face, bary
+            As for :meth:`curvature_at`.
+
+        Returns
+        -------
+        ndarray, shape (n,)
+            r [m], at most :attr:`bounding_radius`.
+        """
         return radius_from_curvature(self.curvature_at(face, bary), self.bounding_radius)
 
     def radius_near(self, points) -> np.ndarray:
-        """Local contact radius r [m] at the surface points closest to ``points`` (n, 3) body frame."""
+        """Local contact radius r [m] at the surface points closest to ``points``.
+
+        Parameters
+        ----------
+        points : array_like, shape (n, 3)
+            Body-frame points [m]; each is projected onto the surface first (:meth:`closest`).
+
+        Returns
+        -------
+        ndarray, shape (n,)
+            r [m], capped as in the module docstring.
+        """
         face, bary, _ = self.closest(points)
         return self.radius_at(face, bary)

@@ -1,8 +1,8 @@
 """The contact stage: per-event contact quantities computed once for a batch of events and shared by all sources.
 
 For every body touched by an event (rigid-body contact model of Chadwick, Zheng & James 2012, "Precomputed
-Acceleration Noise for Improved Rigid-Body Sound", sec. 3; O'Brien, Shen & Gatchalian 2002, "Synthesizing sounds
-from rigid-body simulations", sec. 4):
+Acceleration Noise for Improved Rigid-Body Sound", sec. 3 and 4.3; vibration modes living in the rigid body's frame
+as in O'Brien, Shen & Gatchalian 2002, "Synthesizing sounds from rigid-body simulations"):
 
 1. Pose at the event time t0 from the event log (NaN: the body's scene pose); body b of an event receives +J and
    body a receives -J. Contact point, impulse and normal go to the body frame, x_b = R^T (x - c), J_b = R^T J.
@@ -70,12 +70,33 @@ class BodyContacts:
     tau: np.ndarray
 
     def listeners(self, listeners_world) -> np.ndarray:
-        """Listener positions (L, 3) world [m] in the body frame at each event: (n, L, 3) [m]."""
+        """Listener positions in the body frame at each event.
+
+        Parameters
+        ----------
+        listeners_world : array_like, shape (L, 3)
+            Listener positions, world frame [m].
+
+        Returns
+        -------
+        ndarray, shape (n, L, 3)
+            The same positions in the body frame at each of the n events [m].
+        """
         L_w = np.asarray(listeners_world, np.float64)
         return to_body(self.rotation, self.position, np.broadcast_to(L_w, (len(self.rows),) + L_w.shape))
 
     def select(self, keep) -> "BodyContacts":
-        """The subset of these events where ``keep`` (n,) is true."""
+        """The subset of these events where ``keep`` is true.
+
+        Parameters
+        ----------
+        keep : array_like of bool, shape (n,)
+            Mask over this body's events.
+
+        Returns
+        -------
+        BodyContacts
+        """
         keep = np.asarray(keep, bool)
         return BodyContacts(self.body, *(getattr(self, f)[keep] for f in (
             "rows", "on_b", "position", "rotation", "point", "face", "bary", "impulse", "normal", "tau")))
@@ -83,20 +104,56 @@ class BodyContacts:
 
 @dataclass(frozen=True)
 class ContactStage:
-    """The contact quantities of one event batch: ``bodies[i]`` for every body i touched by an event."""
+    """The contact quantities of one event batch: ``bodies[i]`` for every body i touched by an event.
+
+    Attributes
+    ----------
+    events : EventLog
+        The batch.
+    bodies : dict of int to BodyContacts
+        Per touched body index.
+    """
 
     events: EventLog
     bodies: dict[int, BodyContacts]
 
     def of(self, body: int) -> BodyContacts | None:
-        """The contacts of body index ``body`` (None when no event touches it)."""
+        """The contacts of one body.
+
+        Parameters
+        ----------
+        body : int
+            Body index.
+
+        Returns
+        -------
+        BodyContacts or None
+            None when no event touches the body.
+        """
         return self.bodies.get(int(body))
 
 
 def body_pose(events: EventLog, rows, on_b, body) -> tuple[np.ndarray, np.ndarray]:
-    """World centre-of-mass positions (n, 3) [m] and rotations (n, 3, 3) of ``body`` (a scene Body) at the events
-    ``rows``, read from side b where ``on_b`` else side a; a NaN pose (the engine did not report one) is the
-    body's scene pose."""
+    """World pose of a body at some events, read from side b of an event where ``on_b`` else from side a.
+
+    Parameters
+    ----------
+    events : EventLog
+        The event log.
+    rows : ndarray of int, shape (n,)
+        Event rows.
+    on_b : ndarray of bool, shape (n,)
+        True where the body is side b of the event.
+    body : scene Body
+        The body; its scene pose replaces a NaN pose (one the engine did not report).
+
+    Returns
+    -------
+    position : ndarray, shape (n, 3)
+        Centre-of-mass positions [m].
+    rotation : ndarray, shape (n, 3, 3)
+        Body -> world rotations.
+    """
     pos = np.where(on_b[:, None], events.pos_b[rows], events.pos_a[rows])
     quat = np.where(on_b[:, None], events.quat_b[rows], events.quat_a[rows])
     bad_p = ~np.isfinite(pos).all(axis=1)

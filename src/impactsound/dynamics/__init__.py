@@ -1,4 +1,10 @@
-"""Rigid-body dynamics -> contact events (design.md "dynamics/"; specs/modal-sound.md sec. 7-8).
+"""Rigid-body dynamics -> contact events.
+
+Bodies move rigidly and their vibration modes live in the body frame (O'Brien, Shen & Gatchalian 2002,
+"Synthesizing sounds from rigid-body simulations"); the contact impulses of the dynamics drive every sound source,
+after the hygiene of :mod:`.hygiene` (merged collisions; impulses slower than v_min = 5 cm/s dropped, as in
+Chadwick, Zheng & James 2012, "Precomputed Acceleration Noise for Improved Rigid-Body Sound", sec. 4.3).
+
 
 - :mod:`.events`: the EventLog contract (columns, CSV/NPZ I/O).
 - :mod:`.mujoco_backend`: :func:`simulate` (scene bodies + ground -> EventLog) with MuJoCo.

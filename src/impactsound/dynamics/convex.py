@@ -3,16 +3,17 @@
 MuJoCo collides a mesh as its convex hull, so a ball dropped into a bowl would bounce off the lid-like hull above
 the rim. A concave body is therefore given to the engine as several convex parts from CoACD (Wei, Liu, Lo, Mu,
 Su, Chen, Liu, Carlsen and Wang 2022, "Approximate Convex Decomposition for 3D Meshes with Collision-Aware
-Concavity and Tree Search", ACM TOG 41(4)): cuts chosen by a Monte Carlo tree search (sec. 5) until every part is
-within a concavity threshold of its hull (sec. 4). Every sound model keeps the original mesh; the body's mass and
-inertia stay those of the original mesh too (set explicitly in mujoco_backend.py, not taken from the parts).
+Concavity and Tree Search", ACM TOG 41(4)): cuts chosen by a Monte Carlo tree search until every part is within a
+threshold of its hull in the paper's collision-aware concavity metric. Every sound model keeps the original mesh;
+the body's mass and inertia stay those of the original mesh too (set explicitly in mujoco_backend.py, not taken
+from the parts).
 
 Which bodies: a mesh whose volume is below :data:`CONCAVITY_RATIO` of its convex hull's volume (a bowl: 0.24, a
 mug: 0.28); a convex or nearly convex one (a box, a ball, a slightly dented shape) keeps its single hull, at no
 cost. The ratio is a cheap, scale-free proxy for "the hull adds a cavity a small object could enter".
 
 Parameters (:data:`COACD_PARAMS`, measured on the demo bowl and a mug on 2 cores): CoACD's concavity threshold is
-relative to the mesh's bounding box (the paper normalises the mesh, sec. 6.1); 0.07 keeps the hull of each part
+relative to the mesh's bounding box (the mesh is normalised before decomposing); 0.07 keeps the hull of each part
 within ~4 mm of a 14 cm bowl's surface (the paper's 0.05 halves that but takes 3-4x longer). The tree search is
 lightened (40 iterations, 10 nodes, depth 2 instead of 150, 20, 3) and merging is capped at 32 parts: the full
 search took 12-20 s on the bowl, these settings 2-4 s, for collision geometry that a millimetre does not change.
@@ -42,7 +43,7 @@ KIND_VERSION = 1
 CONCAVITY_RATIO = 0.9       # mesh volume / hull volume below this: decomposed
 COACD_PARAMS = {
     "threshold": 0.07,          # concavity, relative to the bounding box (CoACD default 0.05)
-    "max_convex_hull": 32,      # parts merged down to at most this many (CoACD sec. 5.3 merging)
+    "max_convex_hull": 32,      # parts merged down to at most this many (CoACD's merging step)
     "preprocess_mode": "auto",  # remesh only a non-manifold input (CoACD's default)
     "preprocess_resolution": 50,
     "resolution": 1000,         # surface samples for the concavity metric (default 2000)
@@ -64,11 +65,22 @@ _MIN_PART_VOLUME = 1e-6     # of the whole hull's volume: slivers below this are
 
 @dataclass
 class ConvexParts:
-    """A body's collision geometry: convex parts, each (vertices (k, 3) [m], faces (m, 3)) in the body frame.
+    """A body's collision geometry: convex parts in the body frame.
 
-    ``decomposed``: whether CoACD was used (False: the single convex hull); ``volume_ratio``: mesh volume / hull
-    volume; ``seconds``: decomposition wall time (0 when read from the cache); ``cached``: read from the cache;
-    ``path``: the cache file (None for a convex body).
+    Attributes
+    ----------
+    parts : list of (ndarray, ndarray)
+        Each part as (vertices (k, 3) [m], faces (m, 3)).
+    decomposed : bool
+        Whether CoACD was used (False: the single convex hull).
+    volume_ratio : float
+        Mesh volume / hull volume.
+    seconds : float
+        Decomposition wall time [s] (0 when read from the cache).
+    cached : bool
+        Read from the cache.
+    path : Path or None
+        The cache file (None when not decomposed).
     """
 
     parts: list = field(default_factory=list)
@@ -80,7 +92,25 @@ class ConvexParts:
 
 
 def volume_ratio(vertices, faces) -> float:
-    """Volume of the mesh over the volume of its convex hull (1 for a convex mesh)."""
+    """Volume of the mesh over the volume of its convex hull (1 for a convex mesh).
+
+    Parameters
+    ----------
+    vertices : array_like, shape (nv, 3)
+        Vertex positions [m].
+    faces : array_like, shape (nf, 3)
+        Triangles.
+
+    Returns
+    -------
+    float
+        |mesh volume| / hull volume (dimensionless).
+
+    Raises
+    ------
+    MeshError
+        If the hull has no volume.
+    """
     import trimesh
 
     mesh = trimesh.Trimesh(vertices=vertices, faces=faces, process=False)
@@ -99,7 +129,20 @@ def _coacd_version() -> str:
 
 
 def decomposition_hash(vertices, faces, params: dict | None = None) -> str:
-    """Content hash of a decomposition's inputs: mesh bytes, CoACD parameters, CoACD version, layout version."""
+    """Content hash of a decomposition's inputs: mesh bytes, CoACD parameters, CoACD version, layout version.
+
+    Parameters
+    ----------
+    vertices, faces : array_like
+        The body mesh, as for :func:`convex_parts`.
+    params : dict, optional
+        CoACD parameters (default :data:`COACD_PARAMS`).
+
+    Returns
+    -------
+    str
+        Hex digest (:func:`~impactsound.assets.store.content_hash`).
+    """
     return content_hash(KIND, KIND_VERSION, np.ascontiguousarray(vertices, np.float64),
                         np.ascontiguousarray(faces, np.int64), dict(params or COACD_PARAMS), _coacd_version())
 
@@ -168,12 +211,34 @@ def _from_asset(a: Asset) -> list:
 
 def convex_parts(vertices, faces, *, name: str = "mesh", cache=None, progress=None,
                  params: dict | None = None) -> ConvexParts:
-    """Collision geometry of a body mesh (body frame, metres): its convex hull, or CoACD parts if it is concave.
+    """Collision geometry of a body mesh: its convex hull, or CoACD parts if it is concave.
 
-    ``cache``: folder of the cached decompositions (default ``assets.cache_dir()``); ``progress``: optional
-    callable that is given a str naming the work (Progress.stage's ``update`` shows it) before a decomposition is
-    computed, i.e. not when it comes from the cache; ``params``: CoACD parameters (default :data:`COACD_PARAMS`).
-    Raises MeshError when the mesh encloses no volume.
+    Parameters
+    ----------
+    vertices : array_like, shape (nv, 3)
+        Vertex positions [m], body frame.
+    faces : array_like, shape (nf, 3)
+        Triangles.
+    name : str, optional
+        Names the body in messages.
+    cache : path-like, optional
+        Folder of the cached decompositions (default ``assets.cache_dir()``).
+    progress : callable, optional
+        Given a str naming the work (Progress.stage's ``update`` shows it) before a decomposition is computed,
+        i.e. not when it comes from the cache.
+    params : dict, optional
+        CoACD parameters (default :data:`COACD_PARAMS`).
+
+    Returns
+    -------
+    ConvexParts
+        The single hull when the volume ratio is >= :data:`CONCAVITY_RATIO`, when CoACD is not installed or
+        yields no usable part (both with a warning); the CoACD parts otherwise.
+
+    Raises
+    ------
+    MeshError
+        When the mesh's convex hull has no volume.
     """
     vertices = np.ascontiguousarray(vertices, np.float64)
     faces = np.ascontiguousarray(faces, np.int64)

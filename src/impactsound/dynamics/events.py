@@ -1,6 +1,6 @@
 """Contact events: the contract between rigid-body dynamics and every sound source.
 
-One event is one merged collision (specs/modal-sound.md sec. 8; design.md "ContactEvent"):
+One event is one merged collision (the engine's per-step contacts merged by :mod:`.hygiene`):
 
 ================  ======  ========================================================================================
 column            unit    meaning
@@ -68,7 +68,33 @@ def _nan(n, k):
 
 @dataclass
 class EventLog:
-    """A table of contact events, sorted by time (columns as in the module docstring)."""
+    """A table of contact events, sorted by time (columns as in the module docstring).
+
+    Parameters
+    ----------
+    t : array_like, shape (n,)
+        Start times t0 [s].
+    a, b : array_like of int, shape (n,)
+        Body indices; -1 (:data:`GROUND`) is the ground / static world.
+    point : array_like, shape (n, 3)
+        World contact points [m].
+    normal : array_like, shape (n, 3)
+        Unit contact normals, from a to b.
+    impulse : array_like, shape (n, 3)
+        Impulse on body b [N s] (a receives the opposite).
+    vn : array_like, shape (n,)
+        Normal approach speed at first contact [m/s].
+    pos_a, pos_b : array_like, shape (n, 3), optional
+        World centre-of-mass positions at t0 [m]; NaN (the default) when unknown.
+    quat_a, quat_b : array_like, shape (n, 4), optional
+        World orientations (w, x, y, z) at t0; NaN when unknown.
+    support_a_point, support_b_point : array_like, shape (n, 3), optional
+        World point of each body's equivalent resting support [m]; NaN for a free body.
+    support_a_normal, support_b_normal : array_like, shape (n, 3), optional
+        Unit normal of that support, into the body; NaN for a free body.
+    body_names : list of str, optional
+        Names of the scene bodies, by index (used when writing CSV).
+    """
 
     t: np.ndarray
     a: np.ndarray
@@ -103,19 +129,60 @@ class EventLog:
 
     @classmethod
     def empty(cls, body_names=()) -> "EventLog":
+        """An event log with no events.
+
+        Parameters
+        ----------
+        body_names : sequence of str, optional
+            Names of the scene bodies.
+
+        Returns
+        -------
+        EventLog
+        """
         z = np.zeros(0)
         return cls(t=z, a=z, b=z, point=np.zeros((0, 3)), normal=np.zeros((0, 3)), impulse=np.zeros((0, 3)),
                    vn=z, body_names=list(body_names))
 
     def select(self, mask) -> "EventLog":
+        """The events picked by ``mask``.
+
+        Parameters
+        ----------
+        mask : array_like of bool or int
+            Boolean mask over the events, or row indices.
+
+        Returns
+        -------
+        EventLog
+            A new log (same body names).
+        """
         kw = {f.name: getattr(self, f.name)[mask] for f in fields(self) if f.name != "body_names"}
         return EventLog(**kw, body_names=list(self.body_names))
 
     def sorted(self) -> "EventLog":
+        """The events in time order (stable sort on ``t``).
+
+        Returns
+        -------
+        EventLog
+        """
         return self.select(np.argsort(self.t, kind="stable"))
 
     @staticmethod
     def concat(logs: list["EventLog"]) -> "EventLog":
+        """All events of several logs, in time order.
+
+        Parameters
+        ----------
+        logs : list of EventLog
+            The logs; the body names are those of the first.
+
+        Returns
+        -------
+        EventLog
+            Empty when ``logs`` is empty.
+        """
         if not logs:
             return EventLog.empty()
         kw = {f.name: np.concatenate([getattr(l, f.name) for l in logs])
@@ -123,15 +190,42 @@ class EventLog:
         return EventLog(**kw, body_names=list(logs[0].body_names)).sorted()
 
     def involving(self, body: int) -> np.ndarray:
-        """Boolean mask of events that touch body index ``body``."""
+        """Which events touch a body.
+
+        Parameters
+        ----------
+        body : int
+            Body index (-1: the ground).
+
+        Returns
+        -------
+        ndarray of bool, shape (n,)
+            True where the body is side a or side b.
+        """
         return (self.a == body) | (self.b == body)
 
     # ---- validation -------------------------------------------------------------------------------------
     def validate(self, source: str = "event log", n_bodies: int | None = None, *, row_base: int = 0) -> "EventLog":
-        """Raise :class:`InputError` (naming ``source``, the row and the column) on NaN, bad ids or unsorted time.
+        """Check the log; raise :class:`InputError` naming ``source``, the row and the column of the first problem.
 
-        Rows are named ``row_base`` + index: 2 for a CSV file (its header is row 1, as a spreadsheet counts), 0 for
-        arrays (NPZ, in memory)."""
+        Checked: finite t, point, normal, impulse and vn; times sorted and >= 0; unit normals (to 1e-3); vn >= 0;
+        body ids in [-1, n_bodies); a support given as point and normal together, with a unit normal; a != b.
+
+        Parameters
+        ----------
+        source : str, optional
+            What to call the log in messages (a file name).
+        n_bodies : int, optional
+            Number of scene bodies; when given, body ids are checked against it.
+        row_base : int, optional
+            Rows are named ``row_base`` + index: 2 for a CSV file (its header is row 1, as a spreadsheet counts),
+            0 for arrays (NPZ, in memory).
+
+        Returns
+        -------
+        EventLog
+            ``self``, unchanged.
+        """
         if len(self) == 0:
             return self
         rb = row_base
@@ -190,6 +284,19 @@ class EventLog:
 
     # ---- I/O --------------------------------------------------------------------------------------------
     def save(self, path: str | Path) -> Path:
+        """Write the log as NPZ (suffix ``.npz``) or else as CSV (bodies by name, "ground" for -1; every column,
+        optional ones as NaN).
+
+        Parameters
+        ----------
+        path : str or Path
+            Output file.
+
+        Returns
+        -------
+        Path
+            ``path``.
+        """
         path = Path(path)
         if path.suffix.lower() == ".npz":
             np.savez(path, **{f.name: getattr(self, f.name) for f in fields(self) if f.name != "body_names"},
@@ -216,7 +323,26 @@ class EventLog:
 
     @classmethod
     def load(cls, path: str | Path, body_names: list[str]) -> "EventLog":
-        """Read a CSV or NPZ event log; body names are mapped to indices of ``body_names`` ("ground" = -1)."""
+        """Read and validate a CSV or NPZ event log (format in docs/event-log.md).
+
+        Parameters
+        ----------
+        path : str or Path
+            ``.npz`` is read as NPZ, anything else as CSV (delimiter ``,``, tab or ``;``; UTF-8 or UTF-16 with a
+            byte-order mark).
+        body_names : list of str
+            Scene body names; names in the log map to their indices, "ground" to -1, integers stay.
+
+        Returns
+        -------
+        EventLog
+            Validated (:meth:`validate`).
+
+        Raises
+        ------
+        InputError
+            On a missing or unreadable file, missing columns, unknown bodies or any :meth:`validate` failure.
+        """
         path = Path(path)
         if not path.is_file():
             raise InputError(f"{path}: event log not found")

@@ -1,26 +1,31 @@
-"""Contact-event hygiene: raw per-step engine contacts -> merged collision events (specs/modal-sound.md sec. 8).
+"""Contact-event hygiene: raw per-step engine contacts -> merged collision events.
 
 Pure functions over arrays, independent of any engine, so they are testable on synthetic data and reusable for
-contacts exported from other engines. The pipeline (:func:`clean_contacts`):
+contacts exported from other engines. The papers take one impulse per collision from their own impulse-based
+solvers (Chadwick, Zheng & James 2012, "Precomputed Acceleration Noise for Improved Rigid-Body Sound", sec. 3,
+after Guendelman et al. 2003); an engine that reports per-step, per-manifold-point contacts (MuJoCo, Bullet)
+needs steps 1, 2, 4 and 5 below to yield that, and they are the package's choices. Only the threshold
+v_min = 5 cm/s of step 3 is from the paper (sec. 4.3). Feeding raw per-step impulses to the modes instead would
+drone at the engine's step rate under a resting body. The pipeline (:func:`clean_contacts`):
 
 1. :func:`canonicalize` - pair key (min id, max id) with the normal from a to b and the impulse on b; mirrored
-   (b, a) reports and coincident duplicate reports of one contact are dropped (sec. 8.1).
+   (b, a) reports and coincident duplicate reports of one contact are dropped.
 2. :func:`merge_collisions` - rows of one pair are linked when they are close in space (within ~``cluster_frac``
-   of the smaller body's size) *and* in time (within ~``max_gap``); each connected group is one collision
-   (sec. 8.2): J = sum of f dt, t0 = first step, v_n = approach speed at the first step, x = impulse-weighted
+   of the smaller body's size) *and* in time (within ~``max_gap``); each connected group is one collision:
+   J = sum of f dt, t0 = first step, v_n = approach speed at the first step, x = impulse-weighted
    mean. Corners of a box landing flat are far apart and stay separate events with the same t0; a ball bouncing
    on one spot gives one event per bounce because the flights are gaps in time.
-3. Events with v_n < v_min are dropped (sec. 8.3), and so are events that carried no impulse at all.
-4. Resting contact (sec. 8.4-8.5): once a contact's approach speed has stayed below v_min for ``settle_time``,
-   the rest of that contact is support, not impact. [choice] The spec's "held > ~50 ms" criterion only needs a
-   hold time because a plain engine log has no per-contact speed; we have it, so we recognise rest after
-   ``settle_time`` (2 ms, several contact time constants of the engine) and stop summing impulse there. A body that
+3. Events with v_n < v_min are dropped (PAN paper sec. 4.3), and so are events that carried no impulse at all.
+4. Resting contact: once a contact's approach speed has stayed below v_min for ``settle_time``, the rest of that
+   contact is support, not impact. A criterion on the hold time alone (e.g. "held > ~50 ms") would be needed
+   only if the engine gave no per-contact speed; we have it, so we recognise rest after ``settle_time`` (2 ms,
+   several contact time constants of the engine) and stop summing impulse there. A body that
    lands and stays thus carries its impact impulse, not seconds of weight support, and a contact that starts at
    rest (or re-forms after a micro-separation while resting) has v_n < v_min and emits nothing: no droning.
 5. Support (:func:`support_at`): the rows of a collision from ``settle_time`` after its rest began (step 4; by
    then it has been calm that long) are resting contacts. Each event records, for each of its two bodies, the
-   body's resting contacts at the event's step as one equivalent support (a box on 4 corners has one). [choice]
-   The centroid of their points and the mean of their normals, both weighted by each contact's normal force in
+   body's resting contacts at the event's step as one equivalent support (a box on 4 corners has one): the
+   centroid of their points and the mean of their normals, both weighted by each contact's normal force in
    that step, over the contacts whose normal lies within 90 degrees of the net reaction (a book loaded from above
    by a cup keeps the table below as its support, not a point between table and cup); the normal points from the
    support into the body. The forces of the event's step already hold the engine's answer to the impact's first
@@ -48,10 +53,23 @@ __all__ = ["RawContacts", "MergedEvents", "canonicalize", "merge_collisions", "c
 class RawContacts:
     """Per-step, per-manifold-point contacts as an engine reports them (one row each).
 
-    t [s] start of the engine step; step: engine step index (for pose look-up; any int for foreign data);
-    a, b: body ids (GROUND = -1); point [m] world contact point (n, 3); normal: unit (n, 3) from a to b;
-    impulse [N s] (n, 3) on b over the step (f dt); vn [m/s] signed relative normal approach speed at the point
-    at the start of the step (> 0 approaching, < 0 separating).
+    Parameters
+    ----------
+    t : array_like, shape (n,)
+        Start of the engine step [s].
+    step : array_like of int, shape (n,)
+        Engine step index (for pose look-up; any int for foreign data).
+    a, b : array_like of int, shape (n,)
+        Body ids (``GROUND`` = -1).
+    point : array_like, shape (n, 3)
+        World contact point [m].
+    normal : array_like, shape (n, 3)
+        Unit normal from a to b.
+    impulse : array_like, shape (n, 3)
+        Impulse on b over the step (f dt) [N s].
+    vn : array_like, shape (n,)
+        Signed relative normal approach speed at the point at the start of the step [m/s] (> 0 approaching,
+        < 0 separating).
     """
 
     t: np.ndarray
@@ -78,15 +96,43 @@ class RawContacts:
 
     @classmethod
     def empty(cls) -> "RawContacts":
+        """No contacts.
+
+        Returns
+        -------
+        RawContacts
+        """
         z = np.zeros(0)
         return cls(t=z, step=z, a=z, b=z, point=np.zeros((0, 3)), normal=np.zeros((0, 3)),
                    impulse=np.zeros((0, 3)), vn=z)
 
     def select(self, index) -> "RawContacts":
+        """The rows picked by ``index``.
+
+        Parameters
+        ----------
+        index : array_like of bool or int
+            Boolean mask or row indices.
+
+        Returns
+        -------
+        RawContacts
+        """
         return RawContacts(**{f.name: getattr(self, f.name)[index] for f in fields(self)})
 
     @staticmethod
     def concat(parts: list["RawContacts"]) -> "RawContacts":
+        """All rows of several tables, in the given order.
+
+        Parameters
+        ----------
+        parts : list of RawContacts
+
+        Returns
+        -------
+        RawContacts
+            Empty when ``parts`` is empty.
+        """
         if not parts:
             return RawContacts.empty()
         return RawContacts(**{f.name: np.concatenate([getattr(p, f.name) for p in parts]) for f in fields(RawContacts)})
@@ -96,9 +142,18 @@ class RawContacts:
 class MergedEvents:
     """One row per merged collision (same columns as :class:`EventLog`, plus bookkeeping).
 
-    step: engine step of t0 (to look up body poses); n_rows: raw rows summed into the impulse;
-    support_{a,b}_{point,normal}: each body's equivalent resting support at t0 (module docstring, step 5; NaN when
-    the body is free or the ground).
+    Parameters
+    ----------
+    t, a, b, point, normal, impulse, vn : ndarray
+        As in :class:`EventLog` (t0 [s], body ids, point [m], unit normal a -> b, impulse on b [N s], approach
+        speed at first contact [m/s]).
+    step : ndarray of int, shape (n,)
+        Engine step of t0 (to look up body poses).
+    n_rows : ndarray of int, shape (n,)
+        Raw rows summed into the impulse.
+    support_a_point, support_a_normal, support_b_point, support_b_normal : ndarray, shape (n, 3), optional
+        Each body's equivalent resting support at t0 (module docstring, step 5): world point [m] and unit normal
+        into the body; NaN (the default) when the body is free or the ground.
     """
 
     t: np.ndarray
@@ -125,10 +180,31 @@ class MergedEvents:
         return int(self.t.shape[0])
 
     def select(self, index) -> "MergedEvents":
+        """The rows picked by ``index`` (boolean mask or row indices).
+
+        Parameters
+        ----------
+        index : array_like of bool or int
+
+        Returns
+        -------
+        MergedEvents
+        """
         return MergedEvents(**{f.name: getattr(self, f.name)[index] for f in fields(self)})
 
     def to_event_log(self, body_names=()) -> EventLog:
-        """The events without body poses (the engine backend fills those in)."""
+        """The events as an :class:`EventLog`, without body poses (the engine backend fills those in).
+
+        Parameters
+        ----------
+        body_names : sequence of str, optional
+            Scene body names, by body index.
+
+        Returns
+        -------
+        EventLog
+            Same rows; poses NaN; supports copied.
+        """
         return EventLog(t=self.t, a=self.a, b=self.b, point=self.point, normal=self.normal,
                         impulse=self.impulse, vn=self.vn, body_names=list(body_names),
                         **{k: getattr(self, k) for k in SUPPORT})
@@ -150,7 +226,7 @@ def _group_rows(keys: np.ndarray):
 
 
 def canonicalize(raw: RawContacts, point_tol: float = 1e-6, impulse_rtol: float = 1e-6) -> RawContacts:
-    """Orient every row as pair (min id, max id) and drop duplicate reports (spec sec. 8.1).
+    """Orient every row as pair (min id, max id) and drop duplicate reports (module docstring, step 1).
 
     A row reported as (b, a) gets its normal and impulse negated (the impulse on the other body is the opposite,
     the normal then still points from the new a to the new b). Rows of one step and pair whose points agree within
@@ -158,6 +234,25 @@ def canonicalize(raw: RawContacts, point_tol: float = 1e-6, impulse_rtol: float 
     contact reported twice (a mirrored report becomes identical after orientation): the first is kept. Distinct
     constraints that happen to share a point carry different impulses and are kept, so no impulse is lost.
     Coincidence is tested on a grid of those tolerances (two near-identical rows straddling a cell edge survive).
+
+    Parameters
+    ----------
+    raw : RawContacts
+        Engine rows.
+    point_tol : float, optional
+        Point tolerance [m].
+    impulse_rtol : float, optional
+        Impulse tolerance, relative to the largest impulse component.
+
+    Returns
+    -------
+    RawContacts
+        Oriented rows (a < b), duplicates removed, in their original order.
+
+    Raises
+    ------
+    ValueError
+        If a row pairs a body with itself.
     """
     if len(raw) == 0:
         return raw
@@ -209,15 +304,36 @@ def _collision_labels(raw: RawContacts, radius: np.ndarray, max_gap: float) -> n
 
 def merge_collisions(raw: RawContacts, body_size, *, cluster_frac: float = 0.1, max_gap: float = 1e-3,
                      settle_time: float = 2e-3, v_min: float = V_MIN) -> MergedEvents:
-    """Merge canonical raw rows into one event per collision (spec sec. 8.2 and 8.4), without the v_min filter.
+    """Merge canonical raw rows into one event per collision (module docstring, steps 2, 4 and 5), without the
+    v_min filter.
 
-    ``body_size`` [m]: a length per body (e.g. bounding-box diagonal), indexed by body id; contact clusters farther
-    apart than ``cluster_frac`` times the smaller body's size stay separate events (exact to +-25 %, see
-    :func:`_collision_labels`). ``max_gap`` [s]: a pair that reports no contact near a point for longer than this
-    (always, if longer than twice this) has separated; the next contact is a new collision (use at least a few
-    engine steps, and well under the shortest audible flight, 2 v_min / g = 10 ms). ``settle_time`` [s]: see the
-    module docstring (resting). ``v_min`` [m/s] is used only to recognise rest here; filtering is
-    :func:`clean_contacts`' job.
+    Parameters
+    ----------
+    raw : RawContacts
+        Canonical rows (:func:`canonicalize`).
+    body_size : array_like, shape (n_bodies,)
+        A length per body [m] (e.g. bounding-box diagonal), indexed by body id; the ground counts as infinite.
+    cluster_frac : float, optional
+        Contact clusters farther apart than ``cluster_frac`` times the smaller body's size stay separate events
+        (exact to +-25 %, see :func:`_collision_labels`).
+    max_gap : float, optional
+        [s] A pair that reports no contact near a point for longer than this (always, if longer than twice this)
+        has separated; the next contact is a new collision. Use at least a few engine steps, and well under the
+        shortest audible flight, 2 v_min / g = 10 ms.
+    settle_time : float, optional
+        [s] Calm time after which a contact is resting (module docstring, step 4).
+    v_min : float, optional
+        [m/s] Used only to recognise rest here; filtering is :func:`clean_contacts`' job.
+
+    Returns
+    -------
+    MergedEvents
+        Sorted by (t0, a, b).
+
+    Raises
+    ------
+    ValueError
+        On non-positive ``max_gap``, ``settle_time`` or ``cluster_frac``, or a non-positive body size.
     """
     n = len(raw)
     if n == 0:
@@ -265,8 +381,8 @@ def merge_collisions(raw: RawContacts, body_size, *, cluster_frac: float = 0.1, 
     wsum = np.bincount(kc, weights=w, minlength=ncol)
     nrows = np.bincount(kc, minlength=ncol)
     J = np.column_stack([np.bincount(kc, weights=imp[:, k], minlength=ncol) for k in range(3)])
-    # Impulse-weighted mean point and normal (sec. 8.2); a collision with no force at all (e.g. rows in a
-    # contact margin) falls back to the plain mean.
+    # Impulse-weighted mean point and normal (module docstring, step 2); a collision with no force at all (e.g.
+    # rows in a contact margin) falls back to the plain mean.
     wuse = np.where(wsum[kc] > 0, w, 1.0)
     wtot = np.bincount(kc, weights=wuse, minlength=ncol)
     pts = np.column_stack([np.bincount(kc, weights=wuse * raw.point[rows, k], minlength=ncol) for k in range(3)])
@@ -296,10 +412,28 @@ def merge_collisions(raw: RawContacts, body_size, *, cluster_frac: float = 0.1, 
 def support_at(resting: RawContacts, body, step, t, max_gap: float) -> tuple[np.ndarray, np.ndarray]:
     """Equivalent resting support of bodies at engine steps (module docstring, step 5).
 
-    ``resting``: canonical raw rows that are resting contact; ``body`` (n,) body ids (GROUND gives NaN), ``step``
-    (n,) engine steps and ``t`` (n,) [s] their times. Returns (point (n, 3) [m] world, normal (n, 3) unit, from the
-    support into the body), NaN where the body has no resting contact in the last ``max_gap`` [s] up to ``step``.
     A row's weight is its normal impulse over the step (J . n, >= 0; rows that pull or carry nothing are left out).
+
+    Parameters
+    ----------
+    resting : RawContacts
+        Canonical raw rows that are resting contact.
+    body : array_like of int, shape (n,)
+        Body ids (``GROUND`` gives NaN).
+    step : array_like of int, shape (n,)
+        Engine steps.
+    t : array_like, shape (n,)
+        Their times [s].
+    max_gap : float
+        [s] How far back a body's last step with resting contacts may lie.
+
+    Returns
+    -------
+    point : ndarray, shape (n, 3)
+        World support point [m].
+    normal : ndarray, shape (n, 3)
+        Unit normal from the support into the body.
+        Both NaN where the body has no resting contact in the last ``max_gap`` up to ``step``.
     """
     body = np.asarray(body, np.int64).reshape(-1)
     step = np.asarray(step, np.int64).reshape(-1)
@@ -348,11 +482,26 @@ def support_at(resting: RawContacts, body, step, t, max_gap: float) -> tuple[np.
 
 def clean_contacts(raw: RawContacts, body_size, *, v_min: float = V_MIN, cluster_frac: float = 0.1,
                    max_gap: float = 1e-3, settle_time: float = 2e-3) -> MergedEvents:
-    """Raw engine contacts -> clean collision events (spec sec. 8.1-8.5), sorted by t0.
+    """Raw engine contacts -> clean collision events (module docstring, steps 1-5), sorted by t0.
 
-    Canonicalize, merge (see :func:`merge_collisions` for the parameters), then drop events whose approach speed
-    at first contact is below ``v_min`` [m/s] (``vn`` of the result is >= v_min) and events that carried no force
-    at all (|J| = 0: a speculative or in-margin contact that never engaged; nothing to hear).
+    Canonicalize, merge, then drop events whose approach speed at first contact is below ``v_min`` (``vn`` of the
+    result is >= v_min) and events that carried no force at all (|J| = 0: a speculative or in-margin contact that
+    never engaged; nothing to hear).
+
+    Parameters
+    ----------
+    raw : RawContacts
+        Engine rows, in any orientation.
+    body_size : array_like
+        A length per body [m] (see :func:`merge_collisions`).
+    v_min : float, optional
+        Impact threshold [m/s] (default 0.05, the PAN paper's sec. 4.3).
+    cluster_frac, max_gap, settle_time : float, optional
+        As in :func:`merge_collisions`.
+
+    Returns
+    -------
+    MergedEvents
     """
     merged = merge_collisions(canonicalize(raw), body_size, cluster_frac=cluster_frac, max_gap=max_gap,
                               settle_time=settle_time, v_min=v_min)

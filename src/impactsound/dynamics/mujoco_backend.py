@@ -142,10 +142,22 @@ def _validate(bodies, ground, duration, timestep):
 class MujocoModel:
     """A compiled scene: MuJoCo model and data plus the maps back to our bodies.
 
-    geom_owner[g]: our body index of MuJoCo geom g (GROUND for the plane); hull_vertices[i]: the body-frame
-    (m) vertices of body i's convex hull (its lowest point is the mesh's); collision_parts[i]: convex.ConvexParts,
-    what MuJoCo collides (the hull, or the convex parts of a concave body, one geom each); body_size[i] [m]:
-    bounding-box diagonal; omega0 [rad/s]: contact natural frequency; timestep [s].
+    Attributes
+    ----------
+    model, data : mujoco.MjModel, mujoco.MjData
+        The compiled model and its state (initial state set, nothing stepped).
+    geom_owner : ndarray of int
+        ``geom_owner[g]``: our body index of MuJoCo geom g (``GROUND`` for the plane).
+    hull_vertices : list of ndarray
+        ``hull_vertices[i]``: body-frame vertices [m] of body i's convex hull (its lowest point is the mesh's).
+    body_size : ndarray
+        ``body_size[i]``: bounding-box diagonal [m].
+    omega0 : float
+        Contact natural frequency [rad/s].
+    timestep : float
+        Engine step [s].
+    collision_parts : list of convex.ConvexParts
+        What MuJoCo collides per body (the hull, or the convex parts of a concave body, one geom each).
     """
 
     model: object
@@ -167,13 +179,36 @@ def _quat_rotate(q, v):
 
 def build_model(bodies, ground, timestep: float = 2e-4, *, contact_steps: float = 10.0, progress=None,
                 cache=None) -> MujocoModel:
-    """Build and compile the MuJoCo model of ``bodies`` (list of scene Body) over ``ground`` (Ground or None).
+    """Build and compile the MuJoCo model of some bodies over a ground.
 
     Initial state (positions, orientations, velocities) is set in ``data``; nothing is stepped. See the module
-    docstring for every modelling choice. Concave bodies get a convex decomposition (convex.py), read from the
-    asset cache (folder ``cache``, default ``assets.cache_dir()``) or computed; ``progress`` (optional callable)
-    is then given a str naming the work, as Progress.stage's ``update`` takes. Raises InputError / MeshError on
-    invalid input.
+    docstring for every modelling choice.
+
+    Parameters
+    ----------
+    bodies : list of scene Body
+        Mesh in the body frame (centre of mass at the origin) [m], mass [kg], inertia about the COM [kg m^2],
+        material (restitution, friction), pose and velocities.
+    ground : scene Ground or None
+        Plane z = height [m] with its material; None: no ground.
+    timestep : float, optional
+        Engine step [s].
+    contact_steps : float, optional
+        Engine steps per undamped contact (sets the contact stiffness, module docstring).
+    progress : callable, optional
+        Given a str naming the work before a concave body's convex decomposition is computed (as
+        Progress.stage's ``update`` takes).
+    cache : path-like, optional
+        Asset folder for convex decompositions (default ``assets.cache_dir()``).
+
+    Returns
+    -------
+    MujocoModel
+
+    Raises
+    ------
+    InputError, MeshError
+        On invalid input.
     """
     import mujoco
     import trimesh
@@ -305,7 +340,27 @@ def _check_initial_overlap(mm: MujocoModel, bodies, ground, v_min: float):
 # ---- simulation ---------------------------------------------------------------------------------------------
 @dataclass
 class DynamicsResult:
-    """What a dynamics run produced. Arrays per body are world-frame, SI; ``trajectory_*`` only when recorded."""
+    """What a dynamics run produced. Arrays per body are world-frame, SI; ``trajectory_*`` only when recorded.
+
+    Attributes
+    ----------
+    events : EventLog
+        The clean events, with body poses at t0 and resting supports.
+    raw : RawContacts
+        Every raw contact row (resting ones too).
+    time : float
+        Simulated time [s] (n_steps * timestep).
+    n_steps : int
+        Engine steps taken.
+    wall_time : float
+        Wall-clock time of the stepping loop [s].
+    position, quaternion, velocity, angular_velocity : ndarray
+        Final state per body: COM position (n, 3) [m], orientation (n, 4) (w, x, y, z) body -> world, COM
+        velocity (n, 3) [m/s], angular velocity (n, 3) [rad/s], world frame.
+    trajectory_t, trajectory_position, trajectory_quaternion : ndarray or None
+        Recorded times (m,) [s], positions (m, n, 3) [m] and orientations (m, n, 4), when ``record_every`` was
+        given.
+    """
 
     events: EventLog
     raw: RawContacts
@@ -379,8 +434,27 @@ def run_dynamics(bodies, ground, duration: float, timestep: float = 2e-4, *, v_m
                  max_gap: float | None = None, settle_time: float = 2e-3) -> DynamicsResult:
     """Simulate and return events, raw contacts and the final state (see :func:`simulate`).
 
-    ``record_every``: record body poses every that many steps (for tests and plots). ``max_gap`` [s]: contact gap
-    that ends a collision (default max(1 ms, 3 steps)); ``settle_time`` [s]: see hygiene.py.
+    Parameters
+    ----------
+    bodies, ground, duration, timestep, v_min, progress, contact_steps
+        As in :func:`simulate`.
+    record_every : int, optional
+        Record body poses every that many steps (for tests and plots).
+    max_gap : float, optional
+        Contact gap that ends a collision [s] (default max(1 ms, 3 steps); :func:`~.hygiene.merge_collisions`).
+    settle_time : float, optional
+        Calm time after which a contact is resting [s] (:mod:`.hygiene`, step 4).
+
+    Returns
+    -------
+    DynamicsResult
+
+    Raises
+    ------
+    InputError
+        On invalid bodies, ground, times, ``v_min`` < 0, ``contact_steps`` < 4, or bodies overlapping at t = 0.
+    SolverError
+        If the simulation becomes unstable.
     """
     import mujoco
 
@@ -478,16 +552,33 @@ def run_dynamics(bodies, ground, duration: float, timestep: float = 2e-4, *, v_m
 
 def simulate(bodies, ground, duration: float, timestep: float = 2e-4, *, v_min: float = V_MIN, progress=None,
              contact_steps: float = 10.0) -> EventLog:
-    """Simulate rigid bodies for ``duration`` [s] with engine step ``timestep`` [s]; return the clean event log.
+    """Simulate rigid bodies with MuJoCo and return the clean event log.
 
-    ``bodies``: scene Body list (mesh in body frame, COM at origin; mass kg; inertia kg m^2 about the COM, body
-    axes; position m; quaternion w, x, y, z; velocity m/s; angular_velocity rad/s in the world frame).
-    ``ground``: Ground (plane z = height, +z up) or None. ``v_min`` [m/s]: slower collisions are dropped.
-    ``progress``: optional callable(fraction in [0, 1]); before computing a concave body's convex decomposition
-    (not when it is cached) it is given a str naming that work, as Progress.stage's ``update`` takes. The
-    decomposition is cached in ``assets.cache_dir()`` ($IMPACTSOUND_CACHE). ``contact_steps``: engine steps per
-    undamped contact (stiffness; see module docstring). Events carry the pose of each body frame at t0 (NaN for
-    the ground) and each body's resting support at t0 (support_* columns; NaN for a free body and the ground).
+    Parameters
+    ----------
+    bodies : list of scene Body
+        Mesh in the body frame, COM at the origin [m]; mass [kg]; inertia [kg m^2] about the COM, body axes;
+        position [m]; quaternion (w, x, y, z); velocity [m/s]; angular_velocity [rad/s] in the world frame.
+    ground : scene Ground or None
+        Plane z = height [m], +z up; None: no ground.
+    duration : float
+        Simulated time [s].
+    timestep : float, optional
+        Engine step [s] (default 2e-4).
+    v_min : float, optional
+        Collisions slower than this [m/s] are dropped (default 0.05, the PAN paper's sec. 4.3).
+    progress : callable, optional
+        Called with the fraction done in [0, 1]; before computing a concave body's convex decomposition (not when
+        it is cached) it is given a str naming that work, as Progress.stage's ``update`` takes. The decomposition
+        is cached in ``assets.cache_dir()`` ($IMPACTSOUND_CACHE).
+    contact_steps : float, optional
+        Engine steps per undamped contact (stiffness; see module docstring).
+
+    Returns
+    -------
+    EventLog
+        Events carry the pose of each body frame at t0 (NaN for the ground) and each body's resting support at t0
+        (support_* columns; NaN for a free body and the ground).
     """
     return run_dynamics(bodies, ground, duration, timestep, v_min=v_min, progress=progress,
                         contact_steps=contact_steps).events

@@ -13,7 +13,8 @@ ground that the scene disabled. :func:`check_event_log` compares every event wit
   J . n > 0 (the normal contact force is compressive; Stronge 2000, "Impact Mechanics", ch. 2);
 * magnitude: a two-body collision with approach speed v_n transfers a normal impulse of at most
   (1 + e) m_eff v_n with restitution e <= 1 and effective mass 1/m_eff = 1/m_a + 1/m_b + rotational terms
-  (Stronge 2000, ch. 2-4; effective mass as in specs/pan.md "Contact force from an impulse"), so
+  (Stronge 2000, ch. 2-4; effective mass as in Chadwick, Zheng & James 2012, "Precomputed Acceleration Noise",
+  eq. 9), so
   m_eff <= min(m_a, m_b).
   The bound used is 2 m v_n with m the *heavier* body's mass, times :data:`IMPULSE_SAFETY`: simultaneous contacts
   share a body's momentum unevenly (a bar landing flat takes twice (1 + e) m_eff v_n at each end), a light body
@@ -25,8 +26,8 @@ ground that the scene disabled. :func:`check_event_log` compares every event wit
   scene, widened by how far it can have travelled by then;
 * quaternions of the pose columns have unit norm.
 
-Events slower than v_min are not checked for their impulse: the render drops them (resting contact,
-specs/modal-sound.md sec. 8.3). Every message names the file, the row (CSV rows counted like a spreadsheet: the
+Events slower than v_min are not checked for their impulse: the render drops them (resting contact; v_min =
+5 cm/s as in the PAN paper, sec. 4.3). Every message names the file, the row (CSV rows counted like a spreadsheet: the
 header is row 1; NPZ rows are array indices), the column and the fix. ``allow_implausible`` turns the errors
 into :class:`ImplausibleEventWarning`\\ s (one per kind of problem).
 """
@@ -274,14 +275,40 @@ def check_event_log(log: EventLog, bodies: Sequence, duration: float, *, ground_
                     allow_implausible: bool = False) -> list[str]:
     """Check a user's event log against the scene (see the module docstring); return the problems found.
 
-    ``bodies``: the scene's bodies (:class:`~impactsound.scene.model.Body`: name, mass, mesh in the body frame,
-    position, quaternion, velocity, angular_velocity), indexed like the log's body ids. ``duration`` [s]: the
-    scene's length. ``ground_enabled``/``ground_height`` [m]: the scene's ground plane. ``source`` names the file
-    in messages, ``row_base`` is added to row indices (2 for a CSV file: its header is row 1), ``npz`` words
-    column names as the NPZ arrays. Run it on the log as read, before missing poses are filled in.
+    Run it on the log as read, before missing poses are filled in.
 
-    Raises :class:`InputError` with the first problem (one line: file, row, column, fix), or with
-    ``allow_implausible`` issues one :class:`ImplausibleEventWarning` per kind of problem and returns them.
+    Parameters
+    ----------
+    log : EventLog
+        The log.
+    bodies : sequence of scene Body
+        The scene's bodies (:class:`~impactsound.scene.model.Body`: name, mass [kg], mesh in the body frame [m],
+        position [m], quaternion, velocity [m/s], angular_velocity [rad/s]), indexed like the log's body ids.
+    duration : float
+        The scene's length [s].
+    ground_enabled : bool, optional
+        Whether the scene has a ground plane.
+    ground_height : float, optional
+        Height z of the ground plane [m].
+    source : str, optional
+        Names the file in messages.
+    row_base : int, optional
+        Added to row indices (2 for a CSV file: its header is row 1).
+    npz : bool, optional
+        Word column names as the NPZ arrays.
+    allow_implausible : bool, optional
+        Warn instead of raising.
+
+    Returns
+    -------
+    list of str
+        The problems found (empty when none); with ``allow_implausible`` one
+        :class:`ImplausibleEventWarning` is issued per kind of problem.
+
+    Raises
+    ------
+    InputError
+        With the first problem (one line: file, row, column, fix), unless ``allow_implausible``.
     """
     if len(log) == 0:
         return []
