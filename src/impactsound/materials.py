@@ -1,8 +1,17 @@
 """The material table: elastic constants, density and damping, in SI units.
 
-The data lives in ``data/materials.toml`` (shipped with the package); values and sources are those of
-specs/modal-sound.md section 9. Look a material up by name with :func:`get_material`, or build one from
-explicit constants with :func:`make_material` (both validate).
+The data lives in ``data/materials.toml`` (shipped with the package), each row with its source: Chadwick, An &
+James 2009, "Harmonic Shells", Table 1 (steel, bronze, polycarbonate: E, nu, alpha, beta), Chadwick, Zheng &
+James 2012, "Precomputed Acceleration Noise", Table 1 (copper, glass, ceramic: E, nu, rho), handbook values
+otherwise; the damping of materials without a paper source is a typical starting value, tuned by ear (the
+package's choice). Look a material up by name with :func:`get_material`, or build one from explicit constants
+with :func:`make_material` (both validate).
+
+Damping per mode: Rayleigh damping D = alpha M + beta K (as in Harmonic Shells, sec. 2.1, after Bathe 1996) gives
+xi = (alpha/w + beta w)/2. The PAN paper (sec. 5) added a term proportional to the inverse stiffness matrix
+without giving its form; the package's form is gamma M K^+ M (K^+ the inverse on the elastic subspace), which
+stays diagonal in the mass-normalised modes (U^T M K^+ M U = diag(1/w^2)) and adds gamma/w^3 to 2 xi: it damps
+low modes harder.
 """
 from __future__ import annotations
 
@@ -18,11 +27,28 @@ from .errors import MaterialError
 
 @dataclass(frozen=True)
 class Material:
-    """An isotropic linear-elastic material.
+    """An isotropic linear-elastic material (build it with :func:`make_material`, which validates).
 
-    rho [kg/m^3], E [Pa], nu [-]; Rayleigh damping alpha [1/s] and beta [s], inverse-stiffness damping gamma
-    [1/s^3] (per mode: xi = (alpha/w + beta w + gamma/w^3)/2, modal-sound.md sec. 3); friction and restitution
-    are used only by the rigid-body engine.
+    Attributes
+    ----------
+    name : str
+        Table key or a user's name.
+    rho : float
+        Density [kg/m^3].
+    E : float
+        Young's modulus [Pa].
+    nu : float
+        Poisson's ratio [-].
+    alpha : float
+        Rayleigh mass-proportional damping [1/s].
+    beta : float
+        Rayleigh stiffness-proportional damping [s].
+    gamma : float
+        Inverse-stiffness damping [1/s^3] (module docstring); per mode xi = (alpha/w + beta w + gamma/w^3)/2.
+    friction : float
+        Coulomb friction coefficient [-], used only by the rigid-body engine.
+    restitution : float
+        Coefficient of restitution [-] in [0, 1], used only by the rigid-body engine.
     """
 
     name: str
@@ -37,25 +63,44 @@ class Material:
 
     @property
     def lame(self) -> tuple[float, float]:
-        """(lambda, mu) [Pa]."""
+        """Lame constants (lambda, mu) [Pa]: lambda = E nu / ((1 + nu)(1 - 2 nu)), mu = E / (2 (1 + nu))."""
         lam = self.E * self.nu / ((1 + self.nu) * (1 - 2 * self.nu))
         mu = self.E / (2 * (1 + self.nu))
         return lam, mu
 
     @property
     def c_p(self) -> float:
+        """Pressure (longitudinal) wave speed sqrt((lambda + 2 mu)/rho) [m/s]."""
         lam, mu = self.lame
         return math.sqrt((lam + 2 * mu) / self.rho)
 
     @property
     def c_s(self) -> float:
+        """Shear wave speed sqrt(mu/rho) [m/s]."""
         return math.sqrt(self.lame[1] / self.rho)
 
     def damping_ratio(self, omega):
-        """Per-mode damping ratio xi(omega) for angular frequency omega [rad/s] (modal-sound.md sec. 3)."""
+        """Per-mode damping ratio xi = (alpha/omega + beta omega + gamma/omega^3)/2 (module docstring).
+
+        Parameters
+        ----------
+        omega : float or ndarray
+            Undamped angular frequency [rad/s], > 0.
+
+        Returns
+        -------
+        float or ndarray
+            xi [-] (>= 1: overdamped).
+        """
         return 0.5 * (self.alpha / omega + self.beta * omega + self.gamma / omega**3)
 
     def as_dict(self) -> dict:
+        """The fields as a dict (name, rho, E, nu, alpha, beta, gamma, friction, restitution; SI units).
+
+        Returns
+        -------
+        dict
+        """
         return asdict(self)
 
 
@@ -66,13 +111,49 @@ def _table() -> dict[str, dict]:
 
 
 def material_names() -> list[str]:
+    """Names of the shipped materials.
+
+    Returns
+    -------
+    list of str
+        Sorted table keys.
+    """
     return sorted(_table())
 
 
 def make_material(name: str = "custom", *, rho: float, E: float, nu: float, alpha: float = 0.0,
                   beta: float = 0.0, gamma: float = 0.0, friction: float = 0.5, restitution: float = 0.5,
                   where: str = "material") -> Material:
-    """Build and validate a material from explicit constants. ``where`` names the field in error messages."""
+    """Build and validate a material from explicit constants.
+
+    Parameters
+    ----------
+    name : str, optional
+        The material's name.
+    rho : float
+        Density [kg/m^3], > 0.
+    E : float
+        Young's modulus [Pa], > 0.
+    nu : float
+        Poisson's ratio, in (-1, 0.5).
+    alpha, beta, gamma : float, optional
+        Damping [1/s], [s], [1/s^3], >= 0 (see :class:`Material`).
+    friction : float, optional
+        Friction coefficient, >= 0.
+    restitution : float, optional
+        Coefficient of restitution, in [0, 1].
+    where : str, optional
+        Names the field in error messages.
+
+    Returns
+    -------
+    Material
+
+    Raises
+    ------
+    MaterialError
+        On a non-numeric, non-finite or out-of-range value.
+    """
     vals = dict(rho=rho, E=E, nu=nu, alpha=alpha, beta=beta, gamma=gamma, friction=friction,
                 restitution=restitution)
     for key, v in vals.items():
@@ -98,7 +179,26 @@ def make_material(name: str = "custom", *, rho: float, E: float, nu: float, alph
 
 
 def get_material(name: str, where: str = "material") -> Material:
-    """Look up a shipped material by name (case-insensitive); unknown names list the closest ones."""
+    """Look up a shipped material by name.
+
+    Parameters
+    ----------
+    name : str
+        Table key, case-insensitive; spaces and hyphens read as underscores; a few aliases (aluminum, wood,
+        plastic, abs, stainless, porcelain).
+    where : str, optional
+        The scene field this comes from, for messages.
+
+    Returns
+    -------
+    Material
+        The table row, validated by :func:`make_material`.
+
+    Raises
+    ------
+    MaterialError
+        On an unknown name (the message lists the closest ones and all known materials).
+    """
     table = _table()
     key = str(name).strip().lower().replace(" ", "_").replace("-", "_")
     aliases = {"aluminum": "aluminium", "wood": "wood_hard", "plastic": "abs_plastic", "abs": "abs_plastic",
@@ -114,7 +214,13 @@ def get_material(name: str, where: str = "material") -> Material:
 
 
 def material_table() -> list[dict]:
-    """The shipped table as a list of dicts (with each row's source)."""
+    """The shipped table.
+
+    Returns
+    -------
+    list of dict
+        One dict per material, sorted by name: ``name``, the constants (SI units) and ``source``.
+    """
     out = []
     for name in material_names():
         row = dict(_table()[name])

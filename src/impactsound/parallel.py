@@ -50,7 +50,13 @@ THREADS_ENV = "IMPACTSOUND_THREADS"
 
 
 def local_cores() -> int:
-    """Cores this process may run on."""
+    """Cores this process may run on.
+
+    Returns
+    -------
+    int
+        Size of the CPU affinity set (the CPU count off Linux), at least 1.
+    """
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # pragma: no cover - non-Linux
@@ -58,9 +64,21 @@ def local_cores() -> int:
 
 
 def default_threads() -> int:
-    """Compute threads for one process: ``$IMPACTSOUND_THREADS`` when set (a positive integer), else the cores
-    this process may run on. The local process pool sets it to cores // processes in its workers so that
-    several solves side by side do not oversubscribe the cores; set it on Dask workers that share a machine."""
+    """Compute threads for one process.
+
+    The local process pool sets ``$IMPACTSOUND_THREADS`` to cores // processes in its workers so that several
+    solves side by side do not oversubscribe the cores; set it on Dask workers that share a machine.
+
+    Returns
+    -------
+    int
+        ``$IMPACTSOUND_THREADS`` when set, else :func:`local_cores`.
+
+    Raises
+    ------
+    InputError
+        If ``$IMPACTSOUND_THREADS`` is set but not a positive integer.
+    """
     v = os.environ.get(THREADS_ENV, "").strip()
     if v:
         try:
@@ -85,14 +103,43 @@ def map_tasks(fn: Callable[[Any], Any], tasks: Iterable[Any], *, scheduler: str 
               connect_timeout: float = DEFAULT_CONNECT_TIMEOUT) -> list:
     """``[fn(t) for t in tasks]``, run serially, in a local process pool or on a Dask cluster (module docstring).
 
-    scheduler: Dask scheduler address ("tcp://host:8786"); None runs locally. workers: local processes (default
-    the core count; 1 = in this process); ignored with a scheduler (its workers decide). progress(fraction):
-    called with the fraction of tasks done as each finishes. on_result(index, result): called in this process as
-    each finishes. A task's error is raised with its own type: in the local pool once the tasks already running
-    have finished (they still reach on_result; the others are cancelled), on Dask at once (the rest cancelled).
-    Raises SchedulerError when the scheduler cannot be used (SchedulerUnreachable: nothing answered within
-    ``connect_timeout`` seconds; with ``fallback_local`` that warns and runs locally instead). With no tasks
-    nothing is started or contacted.
+    A task's error is raised with its own type: in the local pool once the tasks already running have finished
+    (they still reach ``on_result``; the others are cancelled), on Dask at once (the rest cancelled). With no
+    tasks nothing is started or contacted (but a missing Dask install is still reported when a scheduler is
+    given).
+
+    Parameters
+    ----------
+    fn : callable
+        Picklable function of one task.
+    tasks : iterable
+        The tasks (picklable).
+    scheduler : str, optional
+        Dask scheduler address ("tcp://host:8786"); None runs locally.
+    workers : int, optional
+        Local processes (default the core count, at most one per task; 1 = in this process); ignored with a
+        scheduler (its workers decide).
+    fallback_local : bool, optional
+        When no scheduler answers, warn (:class:`SchedulerFallbackWarning`) and run locally instead of raising.
+    progress : callable, optional
+        ``progress(fraction)``, called with the fraction of tasks done as each finishes.
+    on_result : callable, optional
+        ``on_result(index, result)``, called in this process as each task finishes (completion order).
+    connect_timeout : float, optional
+        Seconds to wait for the scheduler.
+
+    Returns
+    -------
+    list
+        The results in task order.
+
+    Raises
+    ------
+    InputError
+        If ``workers`` < 1.
+    SchedulerError
+        When the scheduler cannot be used (:class:`SchedulerUnreachable`: nothing answered within
+        ``connect_timeout``, unless ``fallback_local``).
     """
     tasks = list(tasks)
     if workers is not None and int(workers) < 1:
@@ -182,6 +229,18 @@ def _run_pool(fn, tasks: Sequence, n: int, progress, on_result) -> list:
 
 # ---------------------------------------------------------------------------------------------------------------
 def require_distributed():
+    """Import Dask's ``distributed`` package.
+
+    Returns
+    -------
+    module
+        ``distributed``.
+
+    Raises
+    ------
+    SchedulerError
+        If it is not installed (with the install command).
+    """
     try:
         import distributed
     except ImportError as exc:
@@ -307,11 +366,12 @@ def _find_openblas() -> list:
 def single_threaded_blas():
     """Run the block with OpenBLAS on one thread, then restore the previous counts.
 
-    Why (eigen-solve, fem/eigen.py): every BLAS call there is small to medium (fronts of a few hundred rows, blocks of 8-32 vectors), where a
-    second thread gains little, and on a busy machine each threaded call waits for its helper thread to be
-    scheduled. Measured on the 2-core bench machine under load (bench/bench_modal_solve.py): the whole solve took
-    21-51 s with OpenBLAS's default 2 threads against 5-6 s with one. No-op where OpenBLAS is not found (other
-    BLAS, other OS); OPENBLAS_NUM_THREADS etc. are then the way to the same effect.
+    Why (eigen-solve, fem/eigen.py): every BLAS call there is small to medium (fronts of a few hundred rows,
+    blocks of 8-32 vectors), where a second thread gains little, and on a busy machine each threaded call waits
+    for its helper thread to be scheduled. Measured on the 2-core bench machine under load
+    (bench/bench_modal_solve.py): the whole solve took 21-51 s with OpenBLAS's default 2 threads against 5-6 s
+    with one. No-op where OpenBLAS is not found (other BLAS, other OS); OPENBLAS_NUM_THREADS etc. are then the way
+    to the same effect.
     Also used so that a result does not depend on where it runs: a threaded LAPACK factorisation may round
     differently with another thread count, and Dask workers run with one BLAS thread (transfer/precompute.py).
     """
