@@ -1,6 +1,10 @@
 """Exterior Helmholtz boundary element solve for the acoustic transfer of one vibration mode.
 
-Problem (modal-sound.md sec. 6b; harmonic-shells.txt appendix A), time convention e^{-i w t} throughout:
+Problem: the acoustic transfer of a mode (James, Barbic & Pai 2006, "Precomputed Acoustic Transfer"; Chadwick,
+An & James 2009, "Harmonic Shells", Appendix A, eq. 18). The paper writes it in the time convention e^{+i w t},
+dp/dn = -i w rho v_n with v_n = i w (n . u); the package uses e^{-i w t} throughout (its choice; the other
+convention is the complex conjugate, magnitudes agree), where dp/dn = +i w rho v_n with v_n = -i w (n . u) gives
+the same Neumann data:
 
     (lap + k^2) p = 0 outside the closed surface S,   k = w / c,   outgoing (Sommerfeld) at infinity,
     dp/dn = rho w^2 (n . u)        on S, n the outward normal (into the air), u the mode's displacement.
@@ -12,11 +16,18 @@ K' adjoint double layer, W hypersingular; its normals point into the exterior) t
     W p = -(1/2 I + K') g                        (its normal derivative, fails at other frequencies)
 
 and the Burton-Miller combination (1/2 I - K + a W) p = -V g - a (1/2 I + K') g with a = i/k has a unique solution
-at every k (Burton & Miller 1971: any coupling with Im a != 0). Default: CHIEF (Schenck 1968): the plain equation
-plus rows 0 = (D p - S g)(x) at interior points, solved in least squares; it needs no hypersingular operator
-(bempp-cl's Numba one was measured erratic, 9-200 s at 1280 triangles). CHIEF needs interior points that avoid the
-nodal surfaces of every interior eigenfunction, which cannot be guaranteed for thin objects: when its
-least-squares residual shows conflicting rows, that wavenumber is solved with Burton-Miller instead (warned).
+at every k (Burton & Miller 1971: any coupling with Im a != 0).
+
+Default (``method="chief"``, :func:`solve_neumann`): CHIEF (Schenck 1968), with a per-wavenumber Burton-Miller
+fallback. The plain equation is augmented with rows 0 = (D p - S g)(x) at :func:`n_chief_points` interior points
+(16 + 2 ceil((k a)^2), a the surface's radius about its vertex centroid; :func:`interior_points`), scaled to the
+Galerkin rows, and solved in least squares (Householder QR); it needs no hypersingular operator (bempp-cl's Numba
+one was measured erratic, 9-200 s at 1280 triangles). CHIEF needs interior points that avoid the nodal surfaces
+of every interior eigenfunction, which cannot be guaranteed for thin objects: when the least-squares relative
+residual exceeds :data:`CHIEF_RESIDUAL_TOL` (conflicting rows), a :class:`BemFallbackWarning` is issued and that
+wavenumber alone is solved again with Burton-Miller (a = i/k), which must then reach :data:`RESIDUAL_TOL` or
+raise :class:`SolverError`. ``method="burton-miller"`` uses Burton-Miller at every k; ``method="plain"`` the bare
+equation (for tests).
 
 Discretisation: Galerkin, p in continuous piecewise-linear functions (P1, needed by W), g piecewise constant per
 triangle (DP0: n . u with the exact flat-face normal), dense assembly (meshes here have <= ~10^4 triangles).
@@ -80,11 +91,21 @@ BACKENDS = ("numba", "opencl")
 
 
 def use_backend(name: str) -> None:
-    """Make ``name`` (one of BACKENDS) bempp-cl's assembly backend in this process.
+    """Make ``name`` bempp-cl's assembly backend in this process.
 
     The OpenCL backend is used only after :func:`opencl_problem` found that it builds and runs a small solve in a
     separate process: whether PoCL's LLVM can compile bempp-cl's kernels depends on the host CPU, and a failure
     there can abort the whole interpreter (SIGABRT), which must never take a render or a test run with it.
+
+    Parameters
+    ----------
+    name : str
+        One of :data:`BACKENDS`.
+
+    Raises
+    ------
+    InputError
+        For an unknown name, or "opencl" where it does not work.
     """
     if name not in BACKENDS:
         raise InputError(f"BEM backend {name!r}: use one of {', '.join(BACKENDS)}")
@@ -119,8 +140,19 @@ print("ok")
 
 
 def opencl_problem(timeout: float = 600.0) -> str | None:
-    """None when bempp-cl's OpenCL backend works here, else a one-line reason. Probed once per process in a
-    subprocess (a native crash or abort there is reported, never inherited)."""
+    """Whether bempp-cl's OpenCL backend works here, probed once per process in a subprocess (a native crash or
+    abort there is reported, never inherited).
+
+    Parameters
+    ----------
+    timeout : float, optional
+        Seconds the probe solve may take.
+
+    Returns
+    -------
+    str or None
+        None when it works, else a one-line reason.
+    """
     if _OPENCL_PROBE:
         return _OPENCL_PROBE[0]
     import importlib.util
@@ -165,9 +197,20 @@ class BemFallbackWarning(UserWarning):
 class BemSolution:
     """Surface solution of one exterior Neumann problem (SI units, e^{-i w t}).
 
-    vertices (nv, 3) [m] and faces (nf, 3) of the BEM surface (outward counter-clockwise), k [1/m],
-    p (nv,) complex surface pressure at the vertices [Pa] (P1), g (nf,) complex normal derivative per face
-    [Pa/m] (DP0), residual: relative residual of the dense solve.
+    Attributes
+    ----------
+    vertices : ndarray, shape (nv, 3)
+        BEM surface vertices [m].
+    faces : ndarray, shape (nf, 3)
+        Its triangles (outward counter-clockwise).
+    k : float
+        Wavenumber [1/m].
+    p : ndarray of complex, shape (nv,)
+        Surface pressure at the vertices [Pa] (P1).
+    g : ndarray of complex, shape (nf,)
+        Normal derivative dp/dn per face [Pa/m] (DP0).
+    residual : float
+        Relative residual of the dense solve.
     """
 
     vertices: np.ndarray
@@ -178,22 +221,67 @@ class BemSolution:
     residual: float
 
     def evaluate(self, points: np.ndarray) -> np.ndarray:
+        """Exterior pressure at ``points``; see the module-level :func:`evaluate`."""
         return evaluate(self, points)
 
 
 def max_edge(vertices: np.ndarray, faces: np.ndarray) -> float:
+    """Longest triangle edge of a surface.
+
+    Parameters
+    ----------
+    vertices : ndarray, shape (nv, 3)
+        Positions [m].
+    faces : ndarray, shape (nf, 3)
+        Vertex indices per triangle.
+
+    Returns
+    -------
+    float
+        Edge length [m].
+    """
     t = vertices[faces]
     e = np.concatenate([t[:, 1] - t[:, 0], t[:, 2] - t[:, 1], t[:, 0] - t[:, 2]])
     return float(np.sqrt((e**2).sum(axis=1)).max())
 
 
 def elements_per_wavelength(vertices: np.ndarray, faces: np.ndarray, k: float) -> float:
-    """Wavelength over the longest edge: how finely this surface resolves wavenumber k."""
+    """Wavelength over the longest edge: how finely this surface resolves wavenumber k.
+
+    Parameters
+    ----------
+    vertices, faces : ndarray
+        The surface, as in :func:`max_edge`.
+    k : float
+        Wavenumber [1/m].
+
+    Returns
+    -------
+    float
+        2 pi / (k * longest edge) (dimensionless); compare with :data:`ELEMENTS_PER_WAVELENGTH`.
+    """
     return float(2 * np.pi / max(k, 1e-300) / max_edge(vertices, faces))
 
 
 def check_surface(vertices: np.ndarray, faces: np.ndarray, name: str = "BEM surface") -> None:
-    """Closed, two-manifold, consistently outward: what the exterior representation formula assumes."""
+    """Check that a surface is closed, two-manifold and consistently outward, as the exterior representation
+    formula assumes.
+
+    Parameters
+    ----------
+    vertices : ndarray, shape (nv, 3)
+        Surface points [m].
+    faces : array_like
+        Triangles, expected (nf, 3), outward counter-clockwise.
+    name : str, optional
+        Names the surface in messages.
+
+    Raises
+    ------
+    MeshError
+        If it is not (fewer than 4 triangles, NaN vertices, open or non-manifold edges, inconsistent or inward
+        winding).
+    """
     faces = np.asarray(faces, np.int64)
     if faces.ndim != 2 or faces.shape[1] != 3 or len(faces) < 4:
         raise MeshError(f"{name}: needs (n, 3) triangles, got shape {faces.shape}")
@@ -222,6 +310,25 @@ def interior_points(vertices: np.ndarray, faces: np.ndarray, n: int, seed: int =
     Inside test: the generalised winding number (sum of signed solid angles / 4 pi, Van Oosterom & Strackee
     1983), exact for closed surfaces; candidates closer to the surface than a fifth of their distance to the
     farthest interior candidate are dropped so a CHIEF row is never nearly singular.
+
+    Parameters
+    ----------
+    vertices, faces : ndarray
+        Closed, outward surface: positions (nv, 3) [m] and triangles (nf, 3).
+    n : int
+        Number of points.
+    seed : int, optional
+        Random seed.
+
+    Returns
+    -------
+    ndarray, shape (n, 3)
+        Interior points [m].
+
+    Raises
+    ------
+    MeshError
+        If fewer than ``n`` points could be placed.
     """
     rng = np.random.default_rng(seed)
     lo, hi = vertices.min(axis=0), vertices.max(axis=0)
@@ -244,7 +351,20 @@ def interior_points(vertices: np.ndarray, faces: np.ndarray, n: int, seed: int =
 
 
 def winding_number(tri: np.ndarray, points: np.ndarray) -> np.ndarray:
-    """Generalised winding number of points (n, 3) with respect to triangles (nf, 3, 3): 1 inside, 0 outside."""
+    """Generalised winding number of points with respect to a triangle surface.
+
+    Parameters
+    ----------
+    tri : ndarray, shape (nf, 3, 3)
+        Triangle corner coordinates [m].
+    points : ndarray, shape (n, 3)
+        Query points [m].
+
+    Returns
+    -------
+    ndarray, shape (n,)
+        1 inside a closed outward surface, 0 outside.
+    """
     w = np.zeros(len(points))
     for i0 in range(0, len(points), 64):                      # blocks of points bound the (64, nf, 3) temporaries
         a = tri[None, :, 0, :] - points[i0:i0 + 64, None, :]
@@ -259,21 +379,65 @@ def winding_number(tri: np.ndarray, points: np.ndarray) -> np.ndarray:
 
 
 def n_chief_points(k: float, radius: float) -> int:
-    """CHIEF points: enough that none of the interior eigenfunctions near k vanishes at all of them (their number
-    grows like (k a)^2 on a surface of size a); 16 at low k."""
+    """Number of CHIEF points: enough that none of the interior eigenfunctions near k vanishes at all of them
+    (their number grows like (k a)^2 on a surface of size a); 16 at low k.
+
+    Parameters
+    ----------
+    k : float
+        Wavenumber [1/m].
+    radius : float
+        Size a of the surface [m].
+
+    Returns
+    -------
+    int
+        16 + 2 ceil((k a)^2).
+    """
     return int(16 + 2 * np.ceil((k * radius) ** 2))
 
 
 def solve_neumann(vertices: np.ndarray, faces: np.ndarray, k: float, g: np.ndarray, *,
                   method: str = "chief", chief_points: np.ndarray | None = None,
                   check: bool = True, backend: str = "numba") -> BemSolution:
-    """Solve the exterior Neumann problem for dp/dn = g (per face) at wavenumber k [1/m].
+    """Solve the exterior Neumann problem for dp/dn = g (per face) at wavenumber k.
 
-    method: "chief" (default: boundary integral equation plus CHIEF rows, least squares), "burton-miller"
-    (coupling i/k, needs bempp's hypersingular operator), or "plain" (the bare boundary integral equation,
-    which fails near interior resonances; for tests). chief_points: (n, 3) interior points, default
-    :func:`interior_points`. backend: bempp-cl assembly backend (:data:`BACKENDS`). Raises SolverError (with the residual) if the solve is not accurate, MeshError
-    for a bad surface.
+    Parameters
+    ----------
+    vertices : ndarray, shape (nv, 3)
+        BEM surface vertices [m] (closed, outward).
+    faces : ndarray, shape (nf, 3)
+        Its triangles; ``g`` has one value per triangle.
+    k : float
+        Wavenumber [1/m], > 0.
+    g : ndarray of complex, shape (nf,)
+        Neumann data dp/dn per face [Pa/m].
+    method : {"chief", "burton-miller", "plain"}, optional
+        "chief" (default): the boundary integral equation plus CHIEF rows, least squares; if its relative
+        residual exceeds :data:`CHIEF_RESIDUAL_TOL`, a :class:`BemFallbackWarning` is issued and this k is
+        solved with "burton-miller" instead. "burton-miller": coupling a = i/k (needs bempp's hypersingular
+        operator). "plain": the bare equation, which fails near interior resonances (for tests).
+    chief_points : ndarray, shape (n, 3), optional
+        Interior points for "chief" (default :func:`interior_points` with :func:`n_chief_points`).
+    check : bool, optional
+        Run :func:`check_surface` first.
+    backend : str, optional
+        bempp-cl assembly backend (:data:`BACKENDS`).
+
+    Returns
+    -------
+    BemSolution
+
+    Raises
+    ------
+    SolverError
+        On a non-positive k, non-finite data or assembly, or a Burton-Miller or plain residual above
+        :data:`RESIDUAL_TOL` (with the residual). A CHIEF residual above :data:`CHIEF_RESIDUAL_TOL`, or a
+        non-finite one, never raises: it falls back to Burton-Miller.
+    MeshError
+        For a bad surface.
+    ValueError
+        For a wrong number of g values or an unknown method.
     """
     vertices = np.ascontiguousarray(vertices, np.float64)
     faces = np.ascontiguousarray(faces, np.int64)
@@ -398,7 +562,13 @@ def _p1_dof_to_vertex(space, nv: int) -> np.ndarray:
 
 def warm_up(backend: str = "numba") -> None:
     """Compile bempp-cl's kernels once in this process (a tiny solve), so no mode pays the JIT cost (the
-    opencl backend compiles per mesh size; this covers only its own)."""
+    opencl backend compiles per mesh size; this covers only its own).
+
+    Parameters
+    ----------
+    backend : str, optional
+        bempp-cl assembly backend (:data:`BACKENDS`).
+    """
     import trimesh
     s = trimesh.creation.icosphere(subdivisions=1, radius=1.0)
     solve_neumann(np.asarray(s.vertices), np.asarray(s.faces), 1.0, np.ones(len(s.faces)), backend=backend)
@@ -415,7 +585,23 @@ _QW = np.array([_QW1] * 3 + [_QW2] * 3)
 
 
 def quadrature(sol: BemSolution):
-    """Quadrature points y (nq, 3), normals n (nq, 3), and weights times data: wp = w p(y), wg = w g(y)."""
+    """The representation formula's quadrature on a solution's surface (6-point Dunavant rule per triangle).
+
+    Parameters
+    ----------
+    sol : BemSolution
+
+    Returns
+    -------
+    y : ndarray, shape (nq, 3)
+        Quadrature points [m], nq = 6 nf.
+    n : ndarray, shape (nq, 3)
+        Outward unit normals there.
+    wp : ndarray of complex, shape (nq,)
+        Weight [m^2] times surface pressure p(y) [Pa].
+    wg : ndarray of complex, shape (nq,)
+        Weight [m^2] times dp/dn(y) [Pa/m].
+    """
     y, n, w = _quad_geometry(sol.vertices, sol.faces)
     wp = (sol.p[sol.faces] @ _QPTS.T).reshape(-1) * w
     wg = np.repeat(sol.g, len(_QW)) * w
@@ -491,7 +677,20 @@ def _represent(points, y, n, wp, wg, k, out):
 
 
 def evaluate(sol: BemSolution, points: np.ndarray) -> np.ndarray:
-    """Pressure p(x) [Pa] at exterior points (n, 3) [m] from the representation formula p = D p_S - S g."""
+    """Pressure at exterior points from the representation formula p = D p_S - S g (by quadrature).
+
+    Parameters
+    ----------
+    sol : BemSolution
+        The surface solution.
+    points : array_like, shape (n, 3)
+        Points outside the surface [m] (the quadrature assumes they are not close to it).
+
+    Returns
+    -------
+    ndarray of complex, shape (n,)
+        p [Pa], e^{-i w t}.
+    """
     pts = np.ascontiguousarray(np.asarray(points, np.float64).reshape(-1, 3))
     y, n, wp, wg = quadrature(sol)
     out = np.empty(len(pts), np.complex128)

@@ -4,14 +4,19 @@ Why: a boundary element solve per mode costs seconds to minutes (dense matrices 
 so radiating every audible mode of every object that way makes a first render take an hour. The FDTD solver
 (wave/fdtd.py) instead advances one grid for all modes at once: each mode drives the body surface at its own
 frequency, and the modes are separated afterwards by least squares in time (mode conflation: Wang & James 2019,
-"KleinPAT: Optimal Mode Conflation For Time-Domain Precomputation Of Acoustic Transfer", ACM TOG 38(4), sec.
-4-5). The result is stored as the same far-field acoustic transfer (FFAT) maps as the BEM path (Chadwick, An &
-James 2009, "Harmonic Shells", sec. 4), so rendering does not care how they were made.
+"KleinPAT: Optimal Mode Conflation For Time-Domain Precomputation Of Acoustic Transfer", ACM TOG 38(4); the
+greedy grouping and its parameters below are the package's choices). The result is stored as the same far-field
+acoustic transfer (FFAT) maps as the BEM path (Chadwick, An & James 2009, "Harmonic Shells", sec. 4), so
+rendering does not care how they were made.
 
 Per object (body frame, centre of mass at the origin; e^{-i w t} throughout):
 
-1. Grid: cell size h = c / (f_max ppw) for the highest mode (``ppw`` cells per wavelength, default 10), the
-   voxelized body (wave/voxel.py), a closed box surface Gamma a few cells outside it, air, then the absorbing layer.
+1. Grid: cell size h = c / (f_max ppw) for the highest mode (``ppw`` cells per wavelength, default 10), made
+   smaller if needed to put 8 cells across the object and ``thickness_cells`` across its thickness 2 V / A, and
+   enlarged in 10 % steps if the grid would exceed ``max_cells`` (then a :class:`TransferCapWarning`); the grid
+   is shifted by the sub-cell offset that best keeps the body's volume and second moments
+   (:func:`best_grid_offset`); the voxelized body (wave/voxel.py), a closed box surface Gamma a few cells
+   outside it, air, then the absorbing layer.
 2. Groups: modes are split into groups whose frequencies differ by at least ``separation_hz`` (greedy, in
    frequency order), so degenerate pairs land in different runs. One FDTD run per group.
 3. Drive: body face f (axis a) moves with velocity sum_j (u_j(x_f) . e_a) dq_j/dt, q_j(t) = w(t) cos(w_j t),
@@ -23,7 +28,8 @@ Per object (body frame, centre of mass at the origin; e^{-i w t} throughout):
    accumulated block by block, so no time series is stored), P_j = A_j + i B_j.
 5. Far field: the Kirchhoff-Helmholtz representation over Gamma, p(x) = int (P dG/dn_y - G dP/dn) dS (the same
    compiled quadrature as the BEM's, transfer/bem.py), with P the mean and dP/dn the difference of the two cell
-   layers across each box face, evaluated on the FFAT shells and fitted as in transfer/precompute.py.
+   layers across each box face, evaluated on the FFAT shells and fitted as in transfer/precompute.py, except
+   that the last shell is moved out to :data:`FAR_SHELL` bounding radii (it pins the far-field term).
 
 Accuracy is measured against the BEM (transfer = "ffat") on non-spherical objects in
 tests/validation/test_fdtd_transfer.py.
@@ -55,15 +61,40 @@ class TransferCapWarning(UserWarning):
 
 @dataclass(frozen=True)
 class FDTDTransferSettings:
-    """ppw: grid cells per wavelength at the highest mode; thickness_cells: cells across the object's thickness
-    2 V / A at least (the staircase's error grows as the walls get fewer cells: a 12 x 2 x 1 cm aluminium bar's
-    four modes to 9.6 kHz against the BEM, rms at 1 m, at most 1.2 dB at 3, the default, chosen for speed; cost
-    ~ thickness_cells^4); separation_hz: least frequency gap between modes
-    that share a run [Hz]; window_cycles: fit window length in units of 1/separation_hz; ramp_cycles: drive ramp
-    in periods of the group's lowest mode (at least ramp_min seconds); box_gap: air cells between the body and the
-    Kirchhoff box; pml_gap: air cells between the box and the absorbing layer (at least a fifth of the object's
-    size); terms / shells: FFAT terms and fitting shells; max_cells: grid budget (the cell size grows, with a
-    warning in the asset meta, if the grid would exceed it); c [m/s], rho [kg/m^3]: air."""
+    """Settings of an FDTD transfer solve (module docstring).
+
+    Parameters
+    ----------
+    ppw : float, optional
+        Grid cells per wavelength at the highest mode (>= 4).
+    thickness_cells : float, optional
+        Cells across the object's thickness 2 V / A at least. The staircase's error grows as the walls get fewer
+        cells: a 12 x 2 x 1 cm aluminium bar's four modes to 9.6 kHz against the BEM, rms at 1 m, at most 1.2 dB
+        at 3, the default, chosen for speed; cost ~ thickness_cells^4.
+    separation_hz : float, optional
+        Least frequency gap between modes that share a run [Hz].
+    window_cycles : float, optional
+        Fit window length in units of 1/separation_hz.
+    ramp_cycles : float, optional
+        Drive ramp in periods of the group's lowest mode.
+    ramp_min : float, optional
+        Shortest drive ramp [s].
+    box_gap : int, optional
+        Air cells between the body and the Kirchhoff box.
+    pml_gap : int, optional
+        Air cells between the box and the absorbing layer (at least a fifth of the object's size is kept).
+    terms : int, optional
+        FFAT terms, in 1..shells - 1.
+    shells : int, optional
+        FFAT fitting shells.
+    max_cells : int, optional
+        Grid budget; the cell size grows if the grid would exceed it (:class:`TransferCapWarning`, ``capped``
+        in the asset meta).
+    c : float, optional
+        Speed of sound [m/s].
+    rho : float, optional
+        Air density [kg/m^3].
+    """
 
     ppw: float = 10.0
     thickness_cells: float = 3.0
@@ -80,6 +111,8 @@ class FDTDTransferSettings:
     rho: float = AIR_RHO
 
     def check(self) -> None:
+        """Raise :class:`InputError` on ppw < 4, a non-positive separation or window, terms outside
+        1..shells - 1, or non-positive air constants."""
         if not (self.ppw >= 4):
             raise InputError(f"FDTD transfer: ppw = {self.ppw}; use at least 4 cells per wavelength (10 default)")
         if not (self.separation_hz > 0 and self.window_cycles > 0):
@@ -91,7 +124,20 @@ class FDTDTransferSettings:
 
 
 def group_modes(freqs_hz, separation_hz: float) -> list[list[int]]:
-    """Mode indices in groups whose members differ by >= separation_hz (first fit, in frequency order)."""
+    """Split modes into groups whose members differ by >= separation_hz (first fit, in frequency order).
+
+    Parameters
+    ----------
+    freqs_hz : array_like, shape (m,)
+        Mode frequencies [Hz].
+    separation_hz : float
+        Least gap within a group [Hz].
+
+    Returns
+    -------
+    list of list of int
+        Mode indices per group (one FDTD run each).
+    """
     order = np.argsort(np.asarray(freqs_hz, np.float64), kind="stable")
     groups: list[list[int]] = []
     last: list[float] = []
@@ -110,7 +156,27 @@ def group_modes(freqs_hz, separation_hz: float) -> list[list[int]]:
 
 @dataclass
 class Plan:
-    """Grid and run lengths of one object's transfer solve."""
+    """Grid and run lengths of one object's transfer solve.
+
+    Attributes
+    ----------
+    h : float
+        Cell size [m].
+    grid : wave.fdtd.Grid
+        The grid.
+    groups : list of list of int
+        Mode indices per run.
+    n_steps : list of int
+        Time steps per run.
+    fit_start : list of int
+        First step of each run's fit window.
+    ramps : list of float
+        Drive ramp per run [s].
+    dt : float
+        Time step [s] (0.99 of the Courant limit).
+    capped : bool
+        The cell size was enlarged to fit ``max_cells`` (less accurate).
+    """
 
     h: float                 # cell size [m]
     grid: "Grid"
@@ -123,12 +189,29 @@ class Plan:
 
     @property
     def cell_updates(self) -> float:
+        """Total cell updates of all runs (grid cells times steps): the cost."""
         return float(self.grid.n_cells) * float(sum(self.n_steps))
 
 
 def plan(vertices, faces, freqs_hz, settings: FDTDTransferSettings, offset=None) -> Plan:
-    """Cell size, grid and per-group step counts for a closed body-frame surface (vertices [m], faces) and the
-    mode frequencies [Hz]."""
+    """Cell size, grid and per-group step counts of a transfer solve (module docstring, steps 1-2).
+
+    Parameters
+    ----------
+    vertices : ndarray, shape (nv, 3)
+        Closed body-frame surface [m].
+    faces : ndarray, shape (nf, 3)
+        Its triangles.
+    freqs_hz : array_like, shape (m,)
+        Mode frequencies [Hz].
+    settings : FDTDTransferSettings
+    offset : array_like, shape (3,), optional
+        Sub-cell grid shift, in cells (default none).
+
+    Returns
+    -------
+    Plan
+    """
     from ..wave.fdtd import COURANT_LIMIT, DEFAULT_NPML, Grid
     s = settings
     lo, hi = vertices.min(axis=0), vertices.max(axis=0)
@@ -174,7 +257,22 @@ def best_grid_offset(grid, vertices, faces, fractions=(0.0, 0.25, 0.5, 0.75)) ->
     thin parts is sensitive to it (a 12 mm bar voxelized 7 cells thick at h = 1.9 mm radiates its bending modes
     ~1.5 dB too loud against the BEM; shifted by half a cell, 6 cells, within 0.5 dB). The shift is chosen among
     all combinations of ``fractions`` per axis to minimise |V_vox / V - 1| + sum_i |M_i,vox / M_i - 1|,
-    M_i = int (x_i - c_i)^2 dV about the mesh centroid c."""
+    M_i = int (x_i - c_i)^2 dV about the mesh centroid c.
+
+    Parameters
+    ----------
+    grid : wave.fdtd.Grid
+        The unshifted grid.
+    vertices, faces : ndarray
+        The closed body-frame surface [m].
+    fractions : sequence of float, optional
+        Candidate shifts per axis, in cells.
+
+    Returns
+    -------
+    ndarray, shape (3,)
+        The best shift, in cells.
+    """
     import trimesh
     from ..wave.voxel import inside_grid
     mesh = trimesh.Trimesh(vertices=vertices, faces=faces, process=False)
@@ -206,10 +304,28 @@ def best_grid_offset(grid, vertices, faces, fractions=(0.0, 0.25, 0.5, 0.75)) ->
 
 # ---- the Kirchhoff box ----------------------------------------------------------------------------------------
 def kirchhoff_box(grid, solid_cells: np.ndarray, gap: int):
-    """Faces of the box of cells that holds the body (solid_cells (n, 3) padded indices) plus ``gap`` cells.
+    """Faces of the box of cells that holds the body plus ``gap`` cells.
 
-    Returns (inner (nf, 3), outer (nf, 3)) padded cell indices on either side of each box face, centres (nf, 3)
-    [m], outward normals (nf, 3) and the face area h^2 [m^2]."""
+    Parameters
+    ----------
+    grid : wave.fdtd.Grid
+        The grid.
+    solid_cells : ndarray of int, shape (n, 3)
+        Padded indices of the body's cells.
+    gap : int
+        Air cells between the body and the box.
+
+    Returns
+    -------
+    inner, outer : ndarray of int, shape (nf, 3)
+        Padded cell indices on either side of each box face.
+    centres : ndarray, shape (nf, 3)
+        Face centres [m].
+    normals : ndarray, shape (nf, 3)
+        Outward unit normals.
+    area : float
+        Face area h^2 [m^2].
+    """
     i0 = solid_cells.min(axis=0) - gap
     i1 = solid_cells.max(axis=0) + gap
     inner, outer, normals = [], [], []
@@ -240,8 +356,25 @@ def _cell_centres(grid, idx):
 
 # ---- mode shapes on the voxel faces ---------------------------------------------------------------------------
 def face_patterns(vertices, faces, shapes, body, modes) -> np.ndarray:
-    """(len(modes), n_body_faces): each mode's velocity along each body face's axis per unit dq/dt, the mode shape
-    interpolated (barycentric) at the closest surface point of the face centre."""
+    """Each mode's velocity along each body face's axis per unit dq/dt: the mode shape interpolated
+    (barycentric) at the closest surface point of the face centre.
+
+    Parameters
+    ----------
+    vertices, faces : ndarray
+        The BEM-style surface of the model [m].
+    shapes : ndarray, shape (m, nv, 3)
+        Mode shapes at the vertices [1/sqrt(kg)].
+    body : wave.voxel.BodyBoundary
+        The voxelized body.
+    modes : sequence of int
+        Mode indices.
+
+    Returns
+    -------
+    ndarray, shape (len(modes), n_body_faces)
+        [m/sqrt(kg)] per unit dq/dt [1/s], i.e. velocity [m/s] per unit modal velocity.
+    """
     import trimesh
     mesh = trimesh.Trimesh(vertices=vertices, faces=faces, process=False)
     pts, _, tri = trimesh.proximity.closest_point(mesh, body.centres)
@@ -259,9 +392,33 @@ def face_patterns(vertices, faces, shapes, body, modes) -> np.ndarray:
 # ---- one object -----------------------------------------------------------------------------------------------
 def solve_box_fields(model, settings: FDTDTransferSettings = FDTDTransferSettings(), progress=None,
                      offset=None):
-    """Run the grouped FDTD solves of every mode of ``model``. Returns (plan, box, P (m, nf), dPdn (m, nf)) with
-    box = (centres, normals, area) of the Kirchhoff faces and P, dPdn the complex pressure and its outward normal
-    derivative per unit modal amplitude on them."""
+    """Run the grouped FDTD solves of every mode of ``model`` (module docstring, steps 1-4).
+
+    Parameters
+    ----------
+    model : ModalModel
+        Body-frame modal model.
+    settings : FDTDTransferSettings, optional
+    progress : callable, optional
+        Called with the fraction done.
+    offset : array_like, shape (3,), optional
+        Sub-cell grid shift in cells; default :func:`best_grid_offset`.
+
+    Returns
+    -------
+    plan : Plan
+    box : tuple
+        (centres (nf, 3) [m], normals (nf, 3), area [m^2]) of the Kirchhoff faces.
+    P : ndarray of complex, shape (m, nf)
+        Pressure per unit modal amplitude on them [Pa].
+    dPdn : ndarray of complex, shape (m, nf)
+        Its outward normal derivative [Pa/m].
+
+    Raises
+    ------
+    InputError
+        On invalid settings, a model without modes, an open surface or a body thinner than one cell.
+    """
     from ..wave.fdtd import FDTDSolver
     from ..wave.voxel import voxelize
     from ..wave.voxel import inside_grid
@@ -344,7 +501,24 @@ def solve_box_fields(model, settings: FDTDTransferSettings = FDTDTransferSetting
 
 
 def box_evaluate(box, P_j, dP_j, k: float, points) -> np.ndarray:
-    """Kirchhoff-Helmholtz representation p(x) = int (P dG/dn - G dP/dn) dS over the box at points (n, 3)."""
+    """Kirchhoff-Helmholtz representation p(x) = int (P dG/dn - G dP/dn) dS over the box.
+
+    Parameters
+    ----------
+    box : tuple
+        (centres, normals, area) as returned by :func:`solve_box_fields`.
+    P_j, dP_j : ndarray of complex, shape (nf,)
+        One mode's pressure [Pa] and normal derivative [Pa/m] on the box faces.
+    k : float
+        Wavenumber [1/m].
+    points : array_like, shape (n, 3)
+        Evaluation points [m], body frame.
+
+    Returns
+    -------
+    ndarray of complex, shape (n,)
+        p [Pa] per unit modal amplitude.
+    """
     centres, normals, area = box
     pts = np.ascontiguousarray(np.asarray(points, np.float64).reshape(-1, 3))
     out = np.empty(len(pts), np.complex128)
@@ -354,6 +528,17 @@ def box_evaluate(box, P_j, dP_j, k: float, points) -> np.ndarray:
 
 
 def transfer_inputs_hash(model, settings: FDTDTransferSettings) -> str:
+    """Cache key of an FDTD transfer asset (modal inputs, settings, code version).
+
+    Parameters
+    ----------
+    model : ModalModel
+    settings : FDTDTransferSettings
+
+    Returns
+    -------
+    str
+    """
     return content_hash("fdtd_transfer", CODE_VERSION, model.inputs_hash or content_hash(
         np.asarray(model.frequencies_hz), np.asarray(model.shapes), np.asarray(model.surface_nodes)),
         asdict(settings))
@@ -361,8 +546,25 @@ def transfer_inputs_hash(model, settings: FDTDTransferSettings) -> str:
 
 def run_fdtd_transfer(model, settings: FDTDTransferSettings = FDTDTransferSettings(), *, out=None,
                       progress=None) -> Asset:
-    """FFAT transfer asset of every mode of ``model`` from grouped FDTD solves (module docstring); written
-    atomically to ``out`` if given. Same asset kind and layout as the BEM path, evaluated the same way."""
+    """FFAT transfer asset of every mode of ``model`` from grouped FDTD solves (module docstring).
+
+    Same asset kind as the BEM path, evaluated the same way (:class:`~.precompute.TransferModel`); near-field
+    data are the Kirchhoff box fields instead of BEM surface solutions.
+
+    Parameters
+    ----------
+    model : ModalModel
+        Body-frame modal model.
+    settings : FDTDTransferSettings, optional
+    out : path-like, optional
+        Written atomically here if given.
+    progress : callable, optional
+        Called with the fraction done.
+
+    Returns
+    -------
+    Asset
+    """
     from ..assets import write_asset
     from .precompute import KIND, KIND_VERSION
     pl, box, P, dP = solve_box_fields(model, settings,

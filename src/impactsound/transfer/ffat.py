@@ -1,16 +1,19 @@
-"""Far-field acoustic transfer (FFAT) maps (harmonic-shells.txt sec. 4; specs/harmonic-shells.md "FFAT maps").
+"""Far-field acoustic transfer (FFAT) maps (Chadwick, An & James 2009, "Harmonic Shells: A Practical Nonlinear
+Sound Model for Near-Rigid Thin Shells", ACM TOG (SIGGRAPH Asia 2009), sec. 4 "Mapping Far-Field Acoustic Transfer").
 
 Per mode of wavenumber k, the exterior pressure about the centre of mass (the body-frame origin) is expanded as
 
-    p(R, theta, phi) ~ h0(kR) * sum_{j=1..M} Psi_j(theta, phi) / (kR)^{j-1}                          (eq. 10)
+    p(R, theta, phi) ~ h0(kR) * sum_{j=1..M} Psi_j(theta, phi) / (kR)^{j-1}                          (eq. 17)
 
 with the outgoing spherical Hankel function of order 0 in our e^{-i w t} convention, h0(x) = -i e^{ix} / x (the
-paper's e^{+i w t} form is its complex conjugate; magnitudes agree). Fitting (sec. 4.1): for each of T x 2T
+paper's e^{+i w t} form is its complex conjugate; magnitudes agree). Fitting (sec. 4): for each of T x 2T
 directions (T = ceil(2.25 m * k + 15) polar samples on [0, pi] including the poles, 2T azimuths on [0, 2 pi)),
 p is sampled on K = 6 spheres R_i = 2.5 R_bar gamma^{i-1}, gamma = 1.54, and the K x M system A Psi = P is
 solved for all directions at once by one truncated SVD of the row-weighted matrix W A, W_ii = 1 / ||P_i,:||
-(shared by every direction, as A is). Evaluation: bilinear interpolation of Psi_j in (theta, phi), then eq. 10:
-O(M) per mode, independent of the mesh.
+(shared by every direction, as A is). Evaluation: bilinear interpolation of Psi_j in (theta, phi), then eq. 17:
+O(M) per mode, independent of the mesh. The paper samples the shells with the BEM at every grid direction; the
+band-limited sampling of :func:`coarse_resolution` and :func:`upsample` is the package's shortcut (exact up to the
+field's band limit, 10-100x fewer evaluations).
 """
 from __future__ import annotations
 
@@ -33,22 +36,69 @@ T_OFFSET = 15.0
 
 
 def shell_radii(r_bar: float, n: int = N_SHELLS) -> np.ndarray:
-    """Fitting radii R_i = 2.5 R_bar gamma^{i-1} [m] (sec. 4.1)."""
+    """Fitting radii R_i = 2.5 R_bar gamma^{i-1}, gamma = 1.54 (Harmonic Shells, sec. 4).
+
+    Parameters
+    ----------
+    r_bar : float
+        Bounding radius of the object about its centre of mass [m].
+    n : int, optional
+        Number of shells K.
+
+    Returns
+    -------
+    ndarray, shape (n,)
+        R_i [m].
+    """
     return SHELL_FIRST * float(r_bar) * SHELL_GAMMA ** np.arange(n)
 
 
 def angular_resolution(k: float) -> int:
-    """T = ceil(2.25 m * k + 15) polar samples (2T azimuths) for wavenumber k [1/m] (sec. 4.1)."""
+    """Angular resolution T = ceil(2.25 m * k + 15) of a mode's map (Harmonic Shells, sec. 4).
+
+    Parameters
+    ----------
+    k : float
+        Wavenumber [1/m].
+
+    Returns
+    -------
+    int
+        T polar samples (2T azimuths).
+    """
     return int(np.ceil(T_SLOPE * float(k) + T_OFFSET))
 
 
 def grid_angles(T: int):
-    """Polar angles (T,) on [0, pi] (poles included) and azimuths (2T,) on [0, 2 pi)."""
+    """The sample angles of a (T, 2T) map.
+
+    Parameters
+    ----------
+    T : int
+        Polar resolution.
+
+    Returns
+    -------
+    theta : ndarray, shape (T,)
+        Polar angles [rad] on [0, pi], poles included.
+    phi : ndarray, shape (2T,)
+        Azimuths [rad] on [0, 2 pi).
+    """
     return np.linspace(0.0, np.pi, T), np.arange(2 * T) * (np.pi / T)
 
 
 def grid_directions(T: int) -> np.ndarray:
-    """Unit vectors (T, 2T, 3) of the sample directions."""
+    """Unit vectors of the sample directions of :func:`grid_angles`.
+
+    Parameters
+    ----------
+    T : int
+        Polar resolution, as in :func:`grid_angles`.
+
+    Returns
+    -------
+    ndarray, shape (T, 2T, 3)
+    """
     th, ph = grid_angles(T)
     st = np.sin(th)[:, None]
     return np.stack([st * np.cos(ph)[None, :], st * np.sin(ph)[None, :],
@@ -58,7 +108,22 @@ def grid_directions(T: int) -> np.ndarray:
 def coarse_resolution(k: float, r_bar: float, margin: int = 24) -> int:
     """Polar samples that resolve a field radiated from inside radius r_bar, seen on a sphere R >= 2.5 r_bar:
     its spherical-harmonic content stops near degree k r_bar, and beyond that falls like (r_bar / R)^n <= 0.4^n
-    (addition theorem), so ``margin`` = 24 more degrees leave < 1e-9 of it."""
+    (addition theorem), so ``margin`` = 24 more degrees leave < 1e-9 of it.
+
+    Parameters
+    ----------
+    k : float
+        Wavenumber [1/m].
+    r_bar : float
+        Radius enclosing the sources [m].
+    margin : int, optional
+        Extra degrees.
+
+    Returns
+    -------
+    int
+        ceil(k r_bar) + margin.
+    """
     return int(np.ceil(k * r_bar)) + margin
 
 
@@ -66,7 +131,24 @@ def upsample(F: np.ndarray, T: int) -> np.ndarray:
     """Band-limited interpolation of samples F (..., Tc, 2 Tc) on the grid of :func:`grid_angles` (Tc) to the
     (T, 2T) grid (T >= Tc). The sphere is doubled into a torus (theta in [0, 2 pi): f(2 pi - theta, phi) =
     f(theta, phi + pi)), on which a field band-limited in spherical harmonics is a band-limited 2-D Fourier
-    series; zero-padding its FFT interpolates exactly up to the band limit."""
+    series; zero-padding its FFT interpolates exactly up to the band limit.
+
+    Parameters
+    ----------
+    F : ndarray, shape (..., Tc, 2 Tc)
+        Complex samples on the coarse grid.
+    T : int
+        Target polar resolution, > Tc.
+
+    Returns
+    -------
+    ndarray of complex, shape (..., T, 2T)
+
+    Raises
+    ------
+    ValueError
+        If T <= Tc.
+    """
     F = np.asarray(F, np.complex128)
     Tc = F.shape[-2]
     if T <= Tc:
@@ -86,19 +168,67 @@ def upsample(F: np.ndarray, T: int) -> np.ndarray:
 
 
 def h0(x):
-    """Outgoing spherical Hankel function of order 0, e^{-i w t} convention: -i e^{ix} / x."""
+    """Outgoing spherical Hankel function of order 0, e^{-i w t} convention: -i e^{ix} / x.
+
+    Parameters
+    ----------
+    x : float or array_like
+        Argument kR (dimensionless), nonzero.
+
+    Returns
+    -------
+    complex ndarray
+    """
     x = np.asarray(x, np.float64)
     return -1j * np.exp(1j * x) / x
 
 
 def expansion_matrix(radii, k: float, terms: int) -> np.ndarray:
-    """A (K, M): A_ij = h0(k R_i) / (k R_i)^j, j = 0..M-1 (eq. 10)."""
+    """The fit's system matrix A_ij = h0(k R_i) / (k R_i)^j, j = 0..M-1 (Harmonic Shells, eq. 17).
+
+    Parameters
+    ----------
+    radii : array_like, shape (K,)
+        Shell radii [m].
+    k : float
+        Wavenumber [1/m].
+    terms : int
+        M.
+
+    Returns
+    -------
+    ndarray of complex, shape (K, M)
+    """
     kr = k * np.asarray(radii, np.float64)
     return h0(kr)[:, None] / kr[:, None] ** np.arange(terms)[None, :]
 
 
 def fit(P: np.ndarray, radii, k: float, terms: int, rcond: float = 1e-10) -> np.ndarray:
-    """Psi (M, ndir) from samples P (K, ndir) on the spheres ``radii`` by weighted truncated SVD (sec. 4.1)."""
+    """FFAT coefficients by weighted truncated SVD, W_ii = 1 / ||P_i,:|| (Harmonic Shells, sec. 4).
+
+    Parameters
+    ----------
+    P : ndarray of complex, shape (K, ndir)
+        Pressure samples [Pa] on the spheres ``radii``, one column per direction.
+    radii : array_like, shape (K,)
+        Shell radii [m].
+    k : float
+        Wavenumber [1/m].
+    terms : int
+        M, in 1..K-1.
+    rcond : float, optional
+        Singular values below ``rcond`` times the largest are dropped.
+
+    Returns
+    -------
+    ndarray of complex, shape (M, ndir)
+        Psi [Pa].
+
+    Raises
+    ------
+    ValueError
+        On a wrong shape of P or an out-of-range ``terms``.
+    """
     P = np.asarray(P, np.complex128)
     if P.ndim != 2 or P.shape[0] != len(radii):
         raise ValueError(f"P must have shape (len(radii), n_directions), got {P.shape}")
@@ -113,22 +243,42 @@ def fit(P: np.ndarray, radii, k: float, terms: int, rcond: float = 1e-10) -> np.
 
 @dataclass
 class FFATMap:
-    """FFAT map of one mode: Psi (M, T, 2T) complex [Pa] on the polar/azimuth grid of :func:`grid_angles`,
-    wavenumber k [1/m]; the expansion centre is the body-frame origin (centre of mass)."""
+    """FFAT map of one mode; the expansion centre is the body-frame origin (centre of mass).
+
+    Attributes
+    ----------
+    k : float
+        Wavenumber [1/m].
+    psi : ndarray of complex, shape (M, T, 2T)
+        Psi_j [Pa] on the polar/azimuth grid of :func:`grid_angles`.
+    """
 
     k: float
     psi: np.ndarray
 
     @property
     def terms(self) -> int:
+        """Number of expansion terms M."""
         return int(self.psi.shape[0])
 
     @property
     def T(self) -> int:
+        """Polar resolution T."""
         return int(self.psi.shape[1])
 
     def evaluate(self, points) -> np.ndarray:
-        """Complex pressure [Pa] per unit modal amplitude at body-frame points (..., 3) [m]."""
+        """Complex pressure per unit modal amplitude at body-frame points.
+
+        Parameters
+        ----------
+        points : array_like, shape (..., 3)
+            Body-frame points [m], away from the origin.
+
+        Returns
+        -------
+        ndarray of complex, shape (...)
+            p [Pa] per unit modal amplitude, e^{-i w t}.
+        """
         pts = np.asarray(points, np.float64)
         flat = np.ascontiguousarray(pts.reshape(-1, 3))
         out = np.empty((len(flat), 1), np.complex128)
@@ -251,8 +401,21 @@ def _eval_bank(points, psi, offsets, Ts, ks, terms, out):
 
 @dataclass
 class FFATBank:
-    """FFAT maps of many modes packed for fast evaluation: psi flat complex64 (per mode (T, 2T, M), starting at
-    offsets[j]), T and k per mode."""
+    """FFAT maps of many modes packed for fast evaluation.
+
+    Attributes
+    ----------
+    k : ndarray, shape (n_modes,)
+        Wavenumbers [1/m].
+    T : ndarray of int, shape (n_modes,)
+        Polar resolution per mode.
+    offsets : ndarray of int, shape (n_modes,)
+        Start of each mode's block in ``psi``.
+    psi : ndarray of complex64
+        All maps, flat; mode j's block is laid out (T, 2T, M) [Pa].
+    terms : int
+        M, the same for every mode.
+    """
 
     k: np.ndarray
     T: np.ndarray
@@ -262,6 +425,22 @@ class FFATBank:
 
     @classmethod
     def from_maps(cls, maps: list[FFATMap]) -> "FFATBank":
+        """Pack maps (stored as complex64).
+
+        Parameters
+        ----------
+        maps : list of FFATMap
+            One per mode, all with the same number of terms.
+
+        Returns
+        -------
+        FFATBank
+
+        Raises
+        ------
+        ValueError
+            If the maps differ in their number of terms.
+        """
         terms = {m.terms for m in maps}
         if len(terms) > 1:
             raise ValueError("all FFAT maps of a bank need the same number of terms")
@@ -273,13 +452,41 @@ class FFATBank:
                    offsets=offsets, psi=psi, terms=terms.pop() if terms else 1)
 
     def map(self, j: int) -> FFATMap:
+        """Unpack one mode's map.
+
+        Parameters
+        ----------
+        j : int
+            Mode index.
+
+        Returns
+        -------
+        FFATMap
+            With complex128 coefficients.
+        """
         T = int(self.T[j])
         n = self.terms * T * 2 * T
         return FFATMap(k=float(self.k[j]), psi=np.moveaxis(self.psi[self.offsets[j]:self.offsets[j] + n].reshape(
             T, 2 * T, self.terms), -1, 0).astype(np.complex128))
 
     def evaluate(self, points) -> np.ndarray:
-        """Complex pressure per unit modal amplitude (n_points, n_modes) at body-frame points (n, 3) [m]."""
+        """Complex pressure per unit modal amplitude of every mode at body-frame points.
+
+        Parameters
+        ----------
+        points : array_like, shape (n, 3)
+            Body-frame points [m]; none at the origin.
+
+        Returns
+        -------
+        ndarray of complex, shape (n, n_modes)
+            p [Pa] per unit modal amplitude, e^{-i w t}.
+
+        Raises
+        ------
+        ValueError
+            If a point is at the expansion centre.
+        """
         pts = np.ascontiguousarray(np.asarray(points, np.float64).reshape(-1, 3))
         if np.any(np.sqrt((pts**2).sum(axis=1)) <= 0):
             raise ValueError("FFAT evaluation at the expansion centre")

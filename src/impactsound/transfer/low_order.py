@@ -1,12 +1,17 @@
-"""Low-order (compact, ka << 1) radiation of vibration modes: monopole + dipole (modal-sound.md sec. 6a).
+"""Low-order (compact, ka << 1) radiation of vibration modes: monopole + dipole.
 
-Fallback transfer model, to be replaced by BEM / FFAT transfer where accuracy matters. Per mode j, with the
+Fallback transfer model, to be replaced by BEM / FFAT transfer where accuracy matters. The monopole term alone is
+the far-field monopole model of James, Barbic & Pai 2006, "Precomputed Acoustic Transfer", eq. 15 (the
+"Linear/Monopole" baseline of Chadwick, An & James 2009, "Harmonic Shells", sec. 5); it is zero for
+volume-preserving modes. The dipole term is the package's addition (the next term of the compact-source multipole
+expansion); it omits the pressure scattered by the surface, so for a rigidly oscillating sphere it gives 2/3 of
+the true dipole. Per mode j, with the
 surface S of the body (outward normal n, body frame, centre of mass x0 at the origin):
 
     V_j = int_S n . u_j dA                      [m^3 / sqrt(kg)]   volume velocity per unit q_j'  (monopole)
     D_j = int_S (y - x0) (n . u_j) dA           [m^4 / sqrt(kg)]   first moment                   (dipole)
     p_j(x, t) = rho / (4 pi r) [ V_j q_j''(t_r) + (r_hat . D_j) (q_j'''(t_r) / c + q_j''(t_r) / r) ]
-    t_r = t - r/c,  r = |x - x0|,  r_hat = (x - x0)/r                                           (sec. 6a)
+    t_r = t - r/c,  r = |x - x0|,  r_hat = (x - x0)/r
 
 The pressure is a fixed linear combination of q'' and q''' of each mode, so it is expressed as
 ``basis`` (F = 4 features [V; D_x; D_y; D_z] per mode) and per-listener ``geometry`` coefficients for the time
@@ -21,8 +26,8 @@ quadratic on each triangle, integrated exactly (int lambda_a dA = A/3, int lambd
 delta_ab)/12). P2 (``faces6``): 6-node quadratic shape functions on the straight triangle spanned by the three
 vertices; the integrands are quadratic and cubic, integrated exactly with the 6-point degree-4 Dunavant rule.
 
-Time convention (frequency-domain helper :func:`compact_harmonic`): e^{-i w t} (modal-sound.md sec. 6b), so a
-time derivative is -i w and the outgoing wave is e^{+i k r}.
+Time convention (frequency-domain helper :func:`compact_harmonic`): e^{-i w t}, the package's convention
+throughout (see transfer/bem.py), so a time derivative is -i w and the outgoing wave is e^{+i k r}.
 """
 from __future__ import annotations
 
@@ -47,9 +52,27 @@ def _face_geometry(nodes, faces):
 def surface_moments(nodes, faces, shapes, faces6=None, x0=(0.0, 0.0, 0.0), mode_block: int = 64):
     """Monopole V_j and dipole D_j moments of mode shapes over a closed surface (module docstring).
 
-    nodes (ns, 3) [m] body frame; faces (nf, 3) outward counter-clockwise vertex indices; shapes (m, ns, 3)
-    [1/sqrt(kg)] (any per-node vector field); faces6 (nf, 6) (v0, v1, v2, m01, m12, m20) for P2 or None;
-    x0 (3,) [m] expansion centre. Returns V (m,) [m^3/sqrt(kg)] and D (m, 3) [m^4/sqrt(kg)].
+    Parameters
+    ----------
+    nodes : array_like, shape (ns, 3)
+        Surface nodes [m], body frame.
+    faces : array_like, shape (nf, 3)
+        Outward counter-clockwise vertex indices.
+    shapes : array_like, shape (m, ns, 3) or (ns, 3)
+        Mode shapes at the nodes [1/sqrt(kg)] (any per-node vector field).
+    faces6 : array_like, shape (nf, 6), optional
+        (v0, v1, v2, m01, m12, m20) per face for P2; None for P1.
+    x0 : array_like, shape (3,), optional
+        Expansion centre [m].
+    mode_block : int, optional
+        Modes per vectorised block (memory bound only).
+
+    Returns
+    -------
+    V : ndarray, shape (m,)
+        Monopole moments [m^3/sqrt(kg)].
+    D : ndarray, shape (m, 3)
+        Dipole moments [m^4/sqrt(kg)].
     """
     nodes = np.asarray(nodes, np.float64)
     faces = np.asarray(faces, np.int64)
@@ -90,7 +113,18 @@ def surface_moments(nodes, faces, shapes, faces6=None, x0=(0.0, 0.0, 0.0), mode_
 
 
 def model_moments(model):
-    """(V, D) of a :class:`~impactsound.fem.model.ModalModel` about its centre of mass (the body origin)."""
+    """Moments of a modal model's modes about its centre of mass (the body origin).
+
+    Parameters
+    ----------
+    model : ModalModel
+        A :class:`~impactsound.fem.model.ModalModel` (surface nodes, faces, optional P2 faces6, shapes).
+
+    Returns
+    -------
+    V, D : ndarray
+        As :func:`surface_moments`.
+    """
     nv = int(np.asarray(model.surface_faces).max()) + 1
     return surface_moments(model.surface_nodes if model.surface_faces6 is not None
                            else model.surface_nodes[:nv], model.surface_faces, model.shapes
@@ -99,15 +133,50 @@ def model_moments(model):
 
 
 def compact_basis(V, D) -> np.ndarray:
-    """Per-mode features (4, m) = [V; D_x; D_y; D_z] for :func:`compact_geometry`."""
+    """Per-mode features for :func:`compact_geometry`.
+
+    Parameters
+    ----------
+    V : array_like, shape (m,)
+        Monopole moments [m^3/sqrt(kg)].
+    D : array_like, shape (m, 3)
+        Dipole moments [m^4/sqrt(kg)].
+
+    Returns
+    -------
+    ndarray, shape (4, m)
+        [V; D_x; D_y; D_z].
+    """
     return np.vstack([np.asarray(V, np.float64)[None, :], np.asarray(D, np.float64).T])
 
 
 def compact_geometry(x_body, c: float, rho: float, x0=(0.0, 0.0, 0.0)):
-    """Compact-model coefficients for listener positions ``x_body`` (..., 3) [m] in the body frame.
+    """Compact-model coefficients for listener positions in the body frame.
 
-    Returns geom (..., 4, 4) (time-derivative order k, feature f) and delay r/c (...) [s]; the pressure of mode j
-    [Pa] is sum_{k,f} geom[..., k, f] basis[f, j] q_j^{(k)}(t - r/c) (module docstring). c [m/s], rho [kg/m^3].
+    The pressure of mode j [Pa] is sum_{k,f} geom[..., k, f] basis[f, j] q_j^{(k)}(t - r/c) (module docstring).
+
+    Parameters
+    ----------
+    x_body : array_like, shape (..., 3)
+        Listener positions [m], body frame.
+    c : float
+        Speed of sound [m/s].
+    rho : float
+        Air density [kg/m^3].
+    x0 : array_like, shape (3,), optional
+        Expansion centre [m].
+
+    Returns
+    -------
+    geom : ndarray, shape (..., 4, 4)
+        Coefficients by (time-derivative order k, feature f).
+    delay : ndarray, shape (...)
+        r/c [s].
+
+    Raises
+    ------
+    ValueError
+        If a listener is at x0.
     """
     x = np.asarray(x_body, np.float64) - np.asarray(x0, np.float64)
     r = np.linalg.norm(x, axis=-1)
@@ -123,8 +192,27 @@ def compact_geometry(x_body, c: float, rho: float, x0=(0.0, 0.0, 0.0)):
 
 
 def compact_harmonic(V, D, x_body, omega, c: float, rho: float, x0=(0.0, 0.0, 0.0)) -> np.ndarray:
-    """Complex pressure [Pa] per unit complex modal amplitude Q_j at angular frequency omega [rad/s]
-    (e^{-i w t}: q = Re(Q e^{-i w t}), d/dt -> -i w, outgoing e^{+i k r}), compact model. Shape (..., m)."""
+    """Complex pressure of the compact model per unit complex modal amplitude Q_j (e^{-i w t}: q = Re(Q e^{-i w t}),
+    d/dt -> -i w, outgoing e^{+i k r}).
+
+    Parameters
+    ----------
+    V, D : array_like
+        Moments, as :func:`compact_basis`.
+    x_body : array_like, shape (..., 3)
+        Listener positions [m], body frame.
+    omega : float or array_like, shape (m,)
+        Angular frequency [rad/s] (one, or one per mode).
+    c, rho : float
+        Speed of sound [m/s] and air density [kg/m^3].
+    x0 : array_like, shape (3,), optional
+        Expansion centre [m].
+
+    Returns
+    -------
+    ndarray of complex, shape (..., m)
+        p [Pa] per unit Q_j, with the delay phase e^{i w r/c}.
+    """
     geom, delay = compact_geometry(x_body, c, rho, x0)
     basis = compact_basis(V, D)
     omega = np.asarray(omega, np.float64)

@@ -1,8 +1,11 @@
-"""FFAT transfer precompute: one exterior BEM solve and one FFAT fit per vibration mode (Chadwick, An & James 2009, "Harmonic Shells", sec. 4).
+"""FFAT transfer precompute: one exterior BEM solve and one FFAT fit per vibration mode.
+
+After Chadwick, An & James 2009, "Harmonic Shells", sec. 4 and Appendix A (the paper solves with a fast
+multipole BEM; here a dense one, transfer/bem.py).
 
 Per mode j of a :class:`~impactsound.fem.model.ModalModel` (body frame, centre of mass at the origin):
 
-1. Neumann data per unit modal amplitude q_j, e^{-i w t}: dp/dn = rho w_j^2 (n . u_j) (modal-sound.md sec. 6b),
+1. Neumann data per unit modal amplitude q_j, e^{-i w t}: dp/dn = rho w_j^2 (n . u_j) (Harmonic Shells, App. A),
    piecewise constant per BEM triangle (n the flat-face normal, u_j the mean of the face's node shapes).
 2. BEM surface: the model's surface triangles (P2 models: each split into 4 at its edge mid-nodes, where the mode
    shapes are exact), midpoint-subdivided until the longest edge is below lambda / 6 (the usual 6-8 elements per
@@ -46,9 +49,25 @@ class FFATCapWarning(UserWarning):
 
 @dataclass(frozen=True)
 class TransferSettings:
-    """terms: FFAT expansion terms M (1..4); max_modes: first N modes only (None: all); max_faces: BEM triangle
-    budget per mode; per_wavelength: required elements per wavelength; c [m/s], rho [kg/m^3]: air; backend:
-    bempp-cl assembly backend (bem.BACKENDS; part of the cache key, the two agree to ~1e-13)."""
+    """Settings of a BEM transfer precompute.
+
+    Parameters
+    ----------
+    terms : int, optional
+        FFAT expansion terms M (1..4; the paper's range, Harmonic Shells sec. 4).
+    max_modes : int, optional
+        First N modes only (None: all).
+    max_faces : int, optional
+        BEM triangle budget per mode.
+    per_wavelength : float, optional
+        Required elements per wavelength.
+    c : float, optional
+        Speed of sound [m/s].
+    rho : float, optional
+        Air density [kg/m^3].
+    backend : str, optional
+        bempp-cl assembly backend (:data:`bem.BACKENDS`; part of the cache key, the two agree to ~1e-13).
+    """
 
     terms: int = 4
     max_modes: int | None = None
@@ -59,6 +78,8 @@ class TransferSettings:
     backend: str = "numba"
 
     def check(self) -> None:
+        """Raise :class:`InputError` on an unknown backend, terms outside 1..4, max_modes < 1 or non-positive
+        air constants."""
         if self.backend not in bem.BACKENDS:
             raise InputError(f"transfer: backend = {self.backend!r}; use one of {', '.join(bem.BACKENDS)}")
         if not 1 <= int(self.terms) <= 4:
@@ -71,7 +92,22 @@ class TransferSettings:
 
 # ---- BEM surface of a modal model ---------------------------------------------------------------------------
 def model_surface(model):
-    """Vertices (nv, 3) [m], faces (nf, 3) and node shapes (m, nv, 3) [1/sqrt(kg)] for the BEM (step 2)."""
+    """The BEM surface of a modal model (module docstring, step 2, before refinement).
+
+    Parameters
+    ----------
+    model : ModalModel
+        Surface nodes, faces (and P2 faces6), mode shapes.
+
+    Returns
+    -------
+    vertices : ndarray, shape (nv, 3)
+        [m], body frame.
+    faces : ndarray, shape (nf, 3)
+        Triangles (P2 faces split into 4 at their mid-edge nodes).
+    shapes : ndarray, shape (m, nv, 3)
+        Mode shapes at the vertices [1/sqrt(kg)].
+    """
     nodes = np.asarray(model.surface_nodes, np.float64)
     shapes = np.asarray(model.shapes, np.float64)
     if model.surface_faces6 is None:
@@ -86,8 +122,23 @@ def model_surface(model):
 
 
 def subdivide(vertices, faces, fields):
-    """One midpoint subdivision (each triangle -> 4, orientation kept); per-vertex fields (..., nv, 3) are
-    interpolated linearly to the new mid-edge vertices."""
+    """One midpoint subdivision (each triangle -> 4, orientation kept).
+
+    Parameters
+    ----------
+    vertices : ndarray, shape (nv, 3)
+        Surface to refine [m].
+    faces : ndarray, shape (nf, 3)
+        Its triangles (any orientation; it is kept).
+    fields : ndarray, shape (..., nv, 3)
+        Per-vertex fields, interpolated linearly to the new mid-edge vertices.
+
+    Returns
+    -------
+    vertices : ndarray, shape (nv + ne, 3)
+    faces : ndarray, shape (4 nf, 3)
+    fields : ndarray, shape (..., nv + ne, 3)
+    """
     e = np.concatenate([faces[:, [0, 1]], faces[:, [1, 2]], faces[:, [2, 0]]])
     key = np.sort(e, axis=1)
     uniq, inv = np.unique(key, axis=0, return_inverse=True)
@@ -103,7 +154,20 @@ def subdivide(vertices, faces, fields):
 
 
 def face_normal_data(vertices, faces, u) -> np.ndarray:
-    """n . u per face (flat-face normal, u averaged over the face's three vertices); u (nv, 3) -> (nf,)."""
+    """Normal component n . u per face (flat-face normal, u averaged over the face's three vertices).
+
+    Parameters
+    ----------
+    vertices, faces : ndarray
+        The (refined) BEM surface: (nv, 3) [m] and (nf, 3) outward triangles.
+    u : ndarray, shape (nv, 3)
+        Per-vertex vector field (a mode shape [1/sqrt(kg)]).
+
+    Returns
+    -------
+    ndarray, shape (nf,)
+        n . u, in the units of u.
+    """
     t = vertices[faces]
     cr = np.cross(t[:, 1] - t[:, 0], t[:, 2] - t[:, 0])
     n = cr / np.linalg.norm(cr, axis=1, keepdims=True)
@@ -111,7 +175,26 @@ def face_normal_data(vertices, faces, u) -> np.ndarray:
 
 
 def refinement(vertices, faces, k: float, settings: TransferSettings):
-    """(levels, capped, faces needed): midpoint subdivisions so the mesh resolves k within the face budget."""
+    """Midpoint subdivisions that make the mesh resolve k within the face budget.
+
+    Parameters
+    ----------
+    vertices, faces : ndarray
+        The unrefined surface.
+    k : float
+        Wavenumber [1/m].
+    settings : TransferSettings
+        ``per_wavelength`` and ``max_faces``.
+
+    Returns
+    -------
+    levels : int
+        Subdivisions to do.
+    capped : bool
+        Whether ``max_faces`` stopped short of ``per_wavelength``.
+    needed : int
+        Faces the full refinement would have.
+    """
     epw = bem.elements_per_wavelength(vertices, faces, k)
     need = max(0, int(np.ceil(np.log2(settings.per_wavelength / epw)))) if epw < settings.per_wavelength else 0
     levels = need
@@ -122,7 +205,19 @@ def refinement(vertices, faces, k: float, settings: TransferSettings):
 
 # ---- one mode ---------------------------------------------------------------------------------------------
 def mode_solution(task: dict):
-    """Exterior BEM solution of one mode task (steps 1-2): (BemSolution, capped)."""
+    """Exterior BEM solution of one mode task (module docstring, steps 1-3, without the fit).
+
+    Parameters
+    ----------
+    task : dict
+        As built for :func:`solve_mode` (index, vertices, faces, u, omega [rad/s], r_bar [m], settings).
+
+    Returns
+    -------
+    solution : bem.BemSolution
+    capped : bool
+        Whether the face budget limited the refinement.
+    """
     s = TransferSettings(**task["settings"])
     v, f, u = task["vertices"], task["faces"], task["u"][None]
     omega = float(task["omega"])
@@ -137,7 +232,24 @@ def mode_solution(task: dict):
 def shell_samples(sol, radii, T: int, r_bar: float) -> np.ndarray:
     """Pressure (K, T, 2T) on the FFAT shells. The paper's T = ceil(2.25 k + 15) over-resolves small objects:
     the BEM is evaluated on the coarser grid the field's band limit needs (ffat.coarse_resolution) and
-    interpolated exactly (ffat.upsample), 10-100x fewer representation-formula evaluations."""
+    interpolated exactly (ffat.upsample), 10-100x fewer representation-formula evaluations.
+
+    Parameters
+    ----------
+    sol : bem.BemSolution
+        The mode's surface solution.
+    radii : ndarray, shape (K,)
+        Shell radii [m].
+    T : int
+        Polar resolution of the map.
+    r_bar : float
+        Bounding radius [m].
+
+    Returns
+    -------
+    ndarray of complex, shape (K, T, 2T)
+        Pressure [Pa] per unit modal amplitude.
+    """
     Tc = ffat.coarse_resolution(sol.k, r_bar)
     if Tc >= T:
         d = ffat.grid_directions(T).reshape(-1, 3)
@@ -153,7 +265,21 @@ def solve_mode(task: dict) -> dict:
     BLAS/LAPACK run on one thread here, so the maps are the same bits in this process, in a local pool and on
     Dask workers (which start with one BLAS thread): a threaded QR/LU may round differently. bempp-cl's and our
     compiled loops run on impactsound.parallel.default_threads() Numba threads ($IMPACTSOUND_THREADS; a local
-    pool of N processes gives each cores / N), so that side-by-side workers do not oversubscribe the cores."""
+    pool of N processes gives each cores / N), so that side-by-side workers do not oversubscribe the cores.
+
+    Parameters
+    ----------
+    task : dict
+        index, vertices (nv, 3) [m], faces, u (nv, 3) mode shape [1/sqrt(kg)], omega [rad/s], r_bar [m],
+        settings (a :class:`TransferSettings` as a dict).
+
+    Returns
+    -------
+    dict
+        psi (M, T, 2T) complex64 [Pa], bem_p, bem_g (surface solution), levels, k [1/m], T, faces, capped,
+        residual, holdout_error (per number of terms 1..M: median relative error of |p| on held-out points),
+        epw, seconds_bem and seconds (wall time [s]).
+    """
     import numba
 
     from ..parallel import default_threads, single_threaded_blas, undo_dask_malloc_trim
@@ -198,6 +324,18 @@ def _solve_mode(task: dict) -> dict:
 
 # ---- whole model -------------------------------------------------------------------------------------------
 def transfer_inputs_hash(model, settings: TransferSettings) -> str:
+    """Cache key of a transfer asset: the modal model's inputs hash (or its frequencies, shapes and surface),
+    the settings and the code version.
+
+    Parameters
+    ----------
+    model : ModalModel
+    settings : TransferSettings
+
+    Returns
+    -------
+    str
+    """
     return content_hash(KIND, CODE_VERSION, model.inputs_hash or content_hash(
         np.asarray(model.frequencies_hz), np.asarray(model.shapes), np.asarray(model.surface_nodes)),
         asdict(settings))
@@ -223,9 +361,34 @@ def _mode_result(a: Asset) -> dict:
 def run_transfer(model, settings: TransferSettings = TransferSettings(), *, out: str | Path | None = None,
                  checkpoint_dir: str | Path | None = None, scheduler: str | None = None,
                  workers: int | None = 1, fallback_local: bool = False, progress=None):
-    """FFAT transfer of every mode of ``model`` (up to settings.max_modes). Returns the asset (written to
-    ``out`` if given). Finished modes are checkpointed in ``checkpoint_dir`` (default: next to ``out``) and
-    reused by a rerun with the same inputs; a stale or corrupted checkpoint is recomputed."""
+    """FFAT transfer of every mode of ``model`` (up to settings.max_modes).
+
+    Finished modes are checkpointed and reused by a rerun with the same inputs; a stale or corrupted checkpoint
+    is recomputed. A mode whose mesh the face budget caps is solved anyway, with an :class:`FFATCapWarning`.
+
+    Parameters
+    ----------
+    model : ModalModel
+        The modal model (body frame, centre of mass at the origin).
+    settings : TransferSettings, optional
+    out : path-like, optional
+        Write the asset here.
+    checkpoint_dir : path-like, optional
+        Per-mode checkpoints (default: ``out`` with suffix ``.modes``, removed once the asset is written; none
+        without ``out``).
+    scheduler, workers, fallback_local, progress
+        As in :func:`impactsound.parallel.map_tasks` (``workers`` defaults to 1 here).
+
+    Returns
+    -------
+    Asset
+        Kind "ffat_transfer": the packed FFAT bank, the BEM surface solutions, per-mode diagnostics.
+
+    Raises
+    ------
+    InputError
+        On invalid settings or a model without elastic modes.
+    """
     from ..parallel import map_tasks
 
     settings.check()
@@ -285,7 +448,22 @@ def _task(j, v, f, shapes, omega, r_bar, settings) -> dict:
 
 
 def bem_shell_samples(model, tm: "TransferModel", j: int) -> np.ndarray:
-    """Direct BEM pressure of mode j on the first FFAT shell's (T, 2T) grid (for plots and checks)."""
+    """Direct BEM pressure of mode j on the first FFAT shell's (T, 2T) grid (for plots and checks).
+
+    Parameters
+    ----------
+    model : ModalModel
+        The model the transfer was computed for.
+    tm : TransferModel
+        Its transfer (settings, r_bar, T per mode).
+    j : int
+        Mode index.
+
+    Returns
+    -------
+    ndarray of complex, shape (T, 2T)
+        Pressure [Pa] per unit modal amplitude (a new BEM solve).
+    """
     settings = TransferSettings(**tm.meta["settings"])
     v, f, shapes = model_surface(model)
     sol, _ = mode_solution(_task(j, v, f, shapes, model.omega, tm.r_bar, settings))
@@ -303,6 +481,28 @@ def _packed(parts) -> tuple[np.ndarray, np.ndarray]:
 
 def assemble(results: dict, n: int, inputs_hash: str, model, settings: TransferSettings, r_bar: float,
              surface_vertices, surface_faces) -> Asset:
+    """Pack per-mode results into the transfer asset.
+
+    Parameters
+    ----------
+    results : dict of int to dict
+        :func:`solve_mode` results by mode index (0..n-1).
+    n : int
+        Number of modes.
+    inputs_hash : str
+        Cache key (:func:`transfer_inputs_hash`).
+    model : ModalModel
+        Source of the frequencies and the modal inputs hash.
+    settings : TransferSettings
+    r_bar : float
+        Bounding radius [m].
+    surface_vertices, surface_faces : ndarray
+        The unrefined BEM surface.
+
+    Returns
+    -------
+    Asset
+    """
     maps = [ffat.FFATMap(k=float(results[j]["k"]), psi=np.asarray(results[j]["psi"])) for j in range(n)]
     bank = ffat.FFATBank.from_maps(maps)
     bem_p, p_off = _packed([np.asarray(results[j]["bem_p"], np.complex64) for j in range(n)])
@@ -326,7 +526,25 @@ def assemble(results: dict, n: int, inputs_hash: str, model, settings: TransferS
 
 @dataclass
 class TransferModel:
-    """FFAT transfer of a modal model's first modes, ready for evaluation (body frame, COM origin)."""
+    """FFAT transfer of a modal model's first modes, ready for evaluation (body frame, COM origin).
+
+    Attributes
+    ----------
+    bank : ffat.FFATBank
+        The maps.
+    frequencies_hz : ndarray
+        Mode frequencies [Hz].
+    r_bar : float
+        Bounding radius [m].
+    modal_inputs_hash : str
+        Hash of the modal model it was computed for.
+    holdout_error : ndarray, shape (n_modes, M)
+        Held-out median relative error of |p| per number of terms.
+    meta : dict
+        The asset's metadata.
+    near : dict
+        Near-field data: BEM surface solutions (BEM assets) or Kirchhoff box fields (FDTD assets).
+    """
 
     bank: ffat.FFATBank
     frequencies_hz: np.ndarray
@@ -340,10 +558,29 @@ class TransferModel:
 
     @property
     def n_modes(self) -> int:
+        """Number of modes."""
         return len(self.bank.k)
 
     @classmethod
     def load(cls, path, model=None) -> "TransferModel":
+        """Read a transfer asset (BEM or FDTD).
+
+        Parameters
+        ----------
+        path : path-like
+            The asset.
+        model : ModalModel, optional
+            When given (with an inputs hash), the asset must have been computed for it.
+
+        Returns
+        -------
+        TransferModel
+
+        Raises
+        ------
+        AssetError
+            On a missing, corrupted or wrong-kind asset, or one computed for another model.
+        """
         a = read_asset(path, KIND, kind_version=KIND_VERSION)
         mh = a.meta.get("modal_inputs_hash", "")
         if model is not None and model.inputs_hash and mh != model.inputs_hash:
@@ -367,7 +604,23 @@ class TransferModel:
         return float(ffat.shell_radii(self.r_bar)[0])
 
     def bem_solution(self, j: int) -> bem.BemSolution:
-        """Mode j's stored BEM surface solution (surface refined as in its solve), for direct evaluation."""
+        """Mode j's stored BEM surface solution (surface refined as in its solve), for direct evaluation.
+
+        Parameters
+        ----------
+        j : int
+            Index of the mode.
+
+        Returns
+        -------
+        bem.BemSolution
+            Cached; its residual is NaN (not stored).
+
+        Raises
+        ------
+        AssetError
+            If the stored data do not fit the surface.
+        """
         if j not in self._solutions:
             nr = self.near
             lev = int(nr["levels"][j])
@@ -388,9 +641,23 @@ class TransferModel:
         return self._solutions[j]
 
     def evaluate(self, points, modes=None) -> np.ndarray:
-        """Complex pressure per unit modal amplitude (n, len(modes)) at body-frame points (n, 3) [m]: the FFAT
-        maps from the first shell outwards, the stored BEM solutions (representation formula, exact for the
-        discretised surface data) inside it, where the far-field expansion does not hold."""
+        """Complex pressure per unit modal amplitude at body-frame points: the FFAT maps from the first shell
+        outwards; inside it, where the far-field expansion does not hold, the stored BEM solutions
+        (representation formula, exact for the discretised surface data) or, for an FDTD asset, its Kirchhoff
+        box fields.
+
+        Parameters
+        ----------
+        points : array_like, shape (n, 3)
+            Body-frame points [m].
+        modes : array_like of int, optional
+            Mode indices (default all).
+
+        Returns
+        -------
+        ndarray of complex, shape (n, len(modes))
+            p [Pa] per unit modal amplitude, e^{-i w t}.
+        """
         pts = np.asarray(points, np.float64).reshape(-1, 3)
         modes = np.arange(self.n_modes) if modes is None else np.asarray(modes, np.int64)
         out = self.bank.evaluate(pts)[:, modes]

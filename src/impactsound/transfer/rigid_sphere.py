@@ -1,8 +1,14 @@
-"""Exact pressure radiated by a rigid sphere in rigid-body translation (specs/granular.md sec. 2).
+"""Exact pressure radiated by a rigid sphere in rigid-body translation.
+
+The problem of Koss & Alfredson 1973 (J. Sound Vib. 27(1)), used for grain collisions in M. Marko, "Sound
+simulation of granular materials" (thesis), sec. 4.1, eqs. 4.1-4.2. Those equations are garbled in the available
+text of the thesis; the forms below were derived for the package from the rigid-sphere boundary condition (a
+dipole in retarded time) and, with :func:`hertz_equal_spheres`, reproduce rows of the thesis's Table 6.1 to
+within 0.5 %.
 
 A sphere of radius a [m] accelerates along the unit vector e with A(t) [m/s^2] (A = 0 for t < 0). At distance
 r >= a from its centre, at polar angle theta from e, the pressure is a dipole in retarded time
-T = t - (r - a)/c (granular.md sec. 2; l = c/a):
+T = t - (r - a)/c (as the thesis's t'; l = c/a):
 
     P(s)/A(s) = rho a^3 cos(theta) (1 + s r/c) / (r^2 [2 + 2 s a/c + (s a/c)^2])      (delay removed)
     p(T) = rho cos(theta) (a c / r) int_0^T A(s) e^{-l(T-s)} [cos l(T-s) - (1 - a/r) sin l(T-s)] ds
@@ -12,8 +18,8 @@ beta = 1 - a/r, sigma = l(-1 + i).
 
 Two evaluations:
 
-* :func:`sphere_pressure_half_sine`: closed form for A = a_m sin(b T) on [0, d], b = pi/d (granular.md sec. 2,
-  with N_R, N_I, J_R, J_I and the free decay for T > d), exact.
+* :func:`sphere_pressure_half_sine`: closed form for A = a_m sin(b T) on [0, d], b = pi/d (the thesis's pulse;
+  J_R + i J_I = int_0^T sin(b s) e^{(-l + i l)(T - s)} ds in closed form, then its free decay for T > d), exact.
 * :func:`sphere_pressure`: any acceleration sampled at spacing dt, taken piecewise linear between samples
   (first-order hold), convolved exactly with g: Z(T) = int_0^T A(s) e^{sigma (T-s)} ds obeys
       Z_{n+1} = E Z_n + w0 A_n + w1 A_{n+1},   E = e^{sigma dt},
@@ -21,7 +27,7 @@ Two evaluations:
   and p_n = K Re[(1 + i beta) Z_n] (a complex one-pole IIR filter, run by scipy.signal.lfilter: no Python loop).
   Exact for piecewise-linear A; for smooth A the error is O(dt^2).
 
-The compact limit (ka << 1, granular.md sec. 2) p ~ rho a^3 cos(theta)/(2 r) [A'(T)/c + A(T)/r] is
+The compact limit (ka << 1) p ~ rho a^3 cos(theta)/(2 r) [A'(T)/c + A(T)/r] is
 :func:`sphere_pressure_compact` (for tests; it overestimates peaks when the pulse is not long against a/c).
 
 SI units throughout: a, r [m], c [m/s], rho [kg/m^3], A [m/s^2], times [s], pressure [Pa]. Retarded times are
@@ -47,15 +53,56 @@ def _check(a, r, c, rho):
 
 
 def retarded_delay(r, a, c):
-    """Propagation delay (r - a)/c [s] between the sphere surface and a listener at distance r [m]."""
+    """Propagation delay between the sphere surface and a listener.
+
+    Parameters
+    ----------
+    r : float or array_like
+        Listener distance from the centre [m].
+    a : float
+        Sphere radius [m].
+    c : float
+        Speed of sound [m/s].
+
+    Returns
+    -------
+    ndarray
+        (r - a)/c [s].
+    """
     return (np.asarray(r, np.float64) - a) / c
 
 
 def sphere_pressure_half_sine(T, a, a_m, d, r, cos_theta, rho, c):
-    """Exact pressure [Pa] at retarded times T (array, [s]) for A(t) = a_m sin(pi t/d) on [0, d] (granular.md sec. 2).
+    """Exact pressure for a half-sine acceleration A(t) = a_m sin(pi t/d) on [0, d] (module docstring).
 
-    a radius [m]; a_m peak acceleration [m/s^2]; d pulse duration [s]; r distance from the centre [m] (>= a);
-    cos_theta = e . (x - x_c)/r; rho, c air. p = 0 for T < 0. r and cos_theta broadcast against T.
+    Parameters
+    ----------
+    T : array_like
+        Retarded times [s] (p = 0 for T < 0).
+    a : float
+        Sphere radius [m].
+    a_m : float
+        Peak acceleration [m/s^2].
+    d : float
+        Pulse duration [s].
+    r : float or array_like
+        Distance from the centre [m], >= a; broadcast against T.
+    cos_theta : float or array_like
+        e . (x - x_c)/r; broadcast against T.
+    rho : float
+        Air density [kg/m^3].
+    c : float
+        Speed of sound [m/s].
+
+    Returns
+    -------
+    ndarray
+        p [Pa].
+
+    Raises
+    ------
+    InputError
+        On a non-positive a, c, rho or d, or r < a.
     """
     r = _check(a, r, c, rho)
     if not (np.isfinite(d) and d > 0):
@@ -87,11 +134,28 @@ def sphere_pressure_half_sine(T, a, a_m, d, r, cos_theta, rho, c):
 
 
 def sphere_pressure(A, dt, a, r, cos_theta, rho, c):
-    """Exact pressure [Pa] for a piecewise-linear acceleration sampled at spacing dt [s] (module docstring).
+    """Exact pressure for a piecewise-linear acceleration (module docstring).
 
-    A (..., n) samples A(n dt) [m/s^2] along the last axis, A(t) = 0 before the first sample (the first sample
-    should be 0 for a continuous start); returns p at the same retarded times n dt, shape of A. r (distance
-    [m]) and cos_theta are scalars.
+    Parameters
+    ----------
+    A : array_like, shape (..., n)
+        Samples A(n dt) [m/s^2] along the last axis; A(t) = 0 before the first sample (the first sample should be
+        0 for a continuous start).
+    dt : float
+        Sample spacing [s].
+    a : float
+        Sphere radius [m].
+    r : float
+        Distance from the centre [m], >= a.
+    cos_theta : float
+        Cosine of the angle between e and the listener direction.
+    rho, c : float
+        Air density [kg/m^3] and speed of sound [m/s].
+
+    Returns
+    -------
+    ndarray, shape of A
+        p [Pa] at the retarded times n dt.
     """
     r = float(_check(a, r, c, rho))
     if not (np.isfinite(dt) and dt > 0):
@@ -115,18 +179,58 @@ def sphere_pressure(A, dt, a, r, cos_theta, rho, c):
 
 
 def sphere_pressure_compact(T, A, dA, a, r, cos_theta, rho, c):
-    """Compact-sphere limit (ka << 1): rho a^3 cos(theta)/(2 r) [A'(T)/c + A(T)/r] [Pa] (granular.md sec. 2).
+    """Compact-sphere limit (ka << 1): rho a^3 cos(theta)/(2 r) [A'(T)/c + A(T)/r].
 
-    A, dA: acceleration [m/s^2] and its time derivative [m/s^3] at retarded times T (arrays)."""
+    Parameters
+    ----------
+    T : array_like
+        Retarded times [s] (unused: A and dA are given at them).
+    A : array_like
+        Acceleration [m/s^2].
+    dA : array_like
+        Its time derivative [m/s^3].
+    a, r : float
+        Sphere radius and listener distance [m].
+    cos_theta : float or array_like
+        Cosine of the listener angle from e.
+    rho, c : float
+        Air density [kg/m^3] and speed of sound [m/s].
+
+    Returns
+    -------
+    ndarray
+        p [Pa].
+    """
     return rho * a**3 * cos_theta / (2.0 * r) * (np.asarray(dA) / c + np.asarray(A) / r)
 
 
 def hertz_equal_spheres(v0, a, rho_s, E, nu):
-    """Equal-sphere Hertz collision parameters of granular.md sec. 2: (d [s], a_m [m/s^2]).
+    """Hertz collision of two equal spheres: duration and peak acceleration of each.
 
-    Two spheres of radius a [m], density rho_s, modulus E [Pa], Poisson nu, approach speed v0 [m/s]:
-    m_eff = m/2, r_eff = a/2, E* = E/(2(1 - nu^2)), d = 2.87 (m_eff^2/(r_eff E*^2 v0))^{1/5},
-    delta_m = (5 m_eff v0^2/(4K))^{2/5}, K = (4/3) E* sqrt(r_eff), a_m = K delta_m^{3/2} / m.
+    m_eff = m/2, r_eff = a/2, E* = E/(2(1 - nu^2)), d = 2.87 (m_eff^2/(r_eff E*^2 v0))^{1/5} (Chadwick, Zheng &
+    James 2012, "Precomputed Acceleration Noise", eq. 7), K = (4/3) E* sqrt(r_eff), peak compression
+    delta_m = (5 m_eff v0^2/(4K))^{2/5} (Hertz; Johnson 1985), a_m = K delta_m^{3/2} / m. Scaling by the peak
+    force (rather than by the impulse) is the choice that reproduces the thesis's Table 6.1.
+
+    Parameters
+    ----------
+    v0 : float
+        Approach speed [m/s].
+    a : float
+        Radius [m].
+    rho_s : float
+        Density of the spheres [kg/m^3].
+    E : float
+        Young's modulus [Pa].
+    nu : float
+        Poisson's ratio.
+
+    Returns
+    -------
+    d : float
+        Contact duration [s].
+    a_m : float
+        Peak acceleration of each sphere [m/s^2].
     """
     from ..contact.hertz import hertz_stiffness, hertz_tau
     m = rho_s * 4.0 / 3.0 * np.pi * a**3
