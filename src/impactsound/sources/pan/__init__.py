@@ -1,5 +1,6 @@
-"""Precomputed Acceleration Noise (PAN; Chadwick, Zheng & James 2012): pulse basis, time scale, field fit, synthesis
-and the ``acceleration_noise`` source."""
+"""Precomputed Acceleration Noise (PAN; Chadwick, Zheng & James 2012, "Precomputed Acceleration Noise for Improved
+Rigid-Body Sound", ACM TOG 31(4)): pulse basis, time scale, field fit, synthesis and the ``acceleration_noise``
+source."""
 from .field import (PANField, angle_weights, direction_angles, direction_vectors, fit_operator, fit_pan_field,
                     sample_points, shell_radii)
 from .pulse import contact_weights, psi, psi_weights

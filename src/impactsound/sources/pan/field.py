@@ -1,12 +1,14 @@
-"""PAN field representation and its least-squares fit (PAN paper sec. 4.2, eqs. 20-25; specs/pan.md
-"PAN field representation").
+"""PAN field representation and its least-squares fit (Chadwick, Zheng & James 2012, "Precomputed Acceleration
+Noise for Improved Rigid-Body Sound", sec. 4.2, eqs. 20-25).
 
-Six fields (pan.md "The six rigid acceleration fields"): i = 0, 1, 2 translation along the body axes e_x, e_y,
-e_z (response to a(t) = psi(t; h) e_i, [Pa per m/s^2]); i = 3, 4, 5 rotation about e_x, e_y, e_z (response to
-alpha(t) = psi(t; h) e_{i-3}, [Pa per rad/s^2]). The pulse psi(t; h) is centred at t = 0 (support [-2h, 2h]),
-so field time 0 is the pulse centre.
+Six fields (paper sec. 4.1, eqs. 13-16, driven by the pulse of eq. 17): i = 0, 1, 2 translation along the body
+axes e_x, e_y, e_z (response to a(t) = psi(t; h) e_i, [Pa per m/s^2]); i = 3, 4, 5 rotation about e_x, e_y, e_z
+(response to alpha(t) = psi(t; h) e_{i-3}, [Pa per rad/s^2]). The pulse psi(t; h) is centred at t = 0 (support
+[-2h, 2h]), so field time 0 is the pulse centre.
 
-Directions (body frame, about the centre of mass x0 = origin). Uniform cell-centred grid:
+Directions (body frame, about the centre of mass x0 = origin). The paper uses uniform 40 x 80 or 5 x 10 grids of
+(theta, phi) with linear interpolation in angle; the cell-centred layout and the pole rows below are the package's
+choices. Uniform cell-centred grid:
     theta_a = (a + 1/2) pi / n_theta,  a = 0..n_theta-1     (polar angle from +z, open interval (0, pi))
     phi_b   = b 2 pi / n_phi,          b = 0..n_phi-1       (azimuth from +x towards +y, periodic [0, 2 pi))
     d(theta, phi) = (sin theta cos phi, sin theta sin phi, cos theta)
@@ -22,17 +24,18 @@ across the pole, the second, fixed the latter only. With the pole rows: 0.36 % a
 of bilinear interpolation away from the caps: |f - f_interp| <= (dtheta^2/8) max|f_thth| + (dphi^2/8)
 max|f_phph| (dtheta = pi/n_theta, dphi = 2 pi/n_phi).
 
-Radial/temporal representation per direction (paper eq. 20-21, pan.md):
+Radial/temporal representation per direction (paper eqs. 20-22):
     p(R, theta, phi, t) = sum_{k=1..N} R^{-k} q_k(theta, phi, t - R/c),
     q_k(tau) = sum_j q_k^j psi(tau - tau0 - j dt_q; dt_q)
-Fit (paper eqs. 22-25): pressures sampled at M radii R_i (paper: R_1 = 2 R_b, R_i = kappa^{i-1} R_1,
+Fit (paper eqs. 23-25): pressures sampled at M radii R_i (paper: R_1 = 2 R_b, R_i = kappa^{i-1} R_1,
 kappa = 2^{1/4}, M = 5; :func:`shell_radii`) at times t_n = t_start + n dt. Row (i, n) of the least-squares
 system reads sum_{k,j} R_i^{-k} psi(t_n - R_i/c - tau0 - j dt_q; dt_q) q_k^j = p(R_i, t_n). Its matrix depends
-only on the radii, c and the time sampling, so one factorisation serves every field and direction: banded
-Cholesky of the normal equations (the matrix is banded in j) with one refinement step, or a dense truncated SVD
-when the system is poorly determined (:func:`fit_operator`).
+only on the radii, c and the time sampling, so one factorisation serves every field and direction (as the paper
+notes). The paper solves it by truncated SVD; here banded Cholesky of the normal equations (the matrix is banded
+in j) with one refinement step, or a dense truncated SVD when the system is poorly determined
+(:func:`fit_operator`).
 
-Choices (documented): only rows whose retarded time tau = t_n - R_i/c lies in [t_start - R_1/c, t_end - R_M/c]
+The package's further choices: only rows whose retarded time tau = t_n - R_i/c lies in [t_start - R_1/c, t_end - R_M/c]
 are used, the window that every radius observes, so each retarded time is fitted from all M radii (the data
 must be zero before t_start, e.g. t_start = -2h when the FDTD starts with the pulse). Coefficients cover that
 window plus the pulses overlapping its ends. Unknowns are scaled as q_k^j / R_1^k so the columns are O(1) and
@@ -56,7 +59,7 @@ from .pulse import psi_weights
 N_FIELDS = 6
 ASSET_KIND = "pan_field"
 ASSET_KIND_VERSION = 1
-#: paper values (sec. 4.2)
+#: paper values (sec. 4.2: kappa = 2^{1/4}, M = 5 radii, N = 2 terms)
 KAPPA = 2.0 ** 0.25
 N_RADII = 5
 N_TERMS = 2
@@ -65,7 +68,25 @@ N_TERMS = 2
 # ---------------------------------------------------------------------------------------------------------------
 # grid convention
 def direction_angles(n_theta: int, n_phi: int) -> tuple[np.ndarray, np.ndarray]:
-    """Grid angles [rad]: theta (n_theta,) cell centres in (0, pi), phi (n_phi,) in [0, 2 pi) (module docstring)."""
+    """Angles of the direction grid (module docstring).
+
+    Parameters
+    ----------
+    n_theta, n_phi : int
+        Grid size, >= 1 each.
+
+    Returns
+    -------
+    theta : ndarray, shape (n_theta,)
+        Cell-centred polar angles [rad] in (0, pi).
+    phi : ndarray, shape (n_phi,)
+        Azimuths [rad] in [0, 2 pi).
+
+    Raises
+    ------
+    InputError
+        If a size is below 1.
+    """
     if int(n_theta) < 1 or int(n_phi) < 1:
         raise InputError(f"PAN direction grid: n_theta = {n_theta} and n_phi = {n_phi} must be >= 1")
     theta = (np.arange(int(n_theta)) + 0.5) * np.pi / int(n_theta)
@@ -74,7 +95,17 @@ def direction_angles(n_theta: int, n_phi: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def direction_vectors(n_theta: int, n_phi: int) -> np.ndarray:
-    """Unit direction vectors (n_theta, n_phi, 3) of the grid, body frame."""
+    """Unit direction vectors of the grid of :func:`direction_angles`, body frame.
+
+    Parameters
+    ----------
+    n_theta, n_phi : int
+        Grid size.
+
+    Returns
+    -------
+    ndarray, shape (n_theta, n_phi, 3)
+    """
     th, ph = direction_angles(n_theta, n_phi)
     st = np.sin(th)[:, None]
     return np.stack([st * np.cos(ph)[None, :], st * np.sin(ph)[None, :],
@@ -82,14 +113,51 @@ def direction_vectors(n_theta: int, n_phi: int) -> np.ndarray:
 
 
 def shell_radii(R_b: float, M: int = N_RADII, kappa: float = KAPPA) -> np.ndarray:
-    """Fit radii R_i = 2 R_b kappa^{i-1}, i = 1..M [m] (paper sec. 4.2; R_b = bounding radius about x0)."""
+    """Fit radii R_i = 2 R_b kappa^{i-1}, i = 1..M (paper sec. 4.2).
+
+    Parameters
+    ----------
+    R_b : float
+        Bounding radius about the centre of mass [m].
+    M : int, optional
+        Number of radii.
+    kappa : float, optional
+        Ratio of successive radii.
+
+    Returns
+    -------
+    ndarray, shape (M,)
+        [m].
+
+    Raises
+    ------
+    InputError
+        If R_b is not positive.
+    """
     if not (np.isfinite(R_b) and R_b > 0):
         raise InputError(f"PAN: bounding radius R_b = {R_b} m must be positive")
     return 2.0 * float(R_b) * float(kappa) ** np.arange(int(M))
 
 
 def sample_points(R_b: float, n_theta: int, n_phi: int, M: int = N_RADII, kappa: float = KAPPA) -> np.ndarray:
-    """Body-frame points (n_theta, n_phi, M, 3) [m] where the precompute samples pressure (the fit's layout)."""
+    """Where the precompute samples pressure (the fit's layout): every grid direction at every fit radius.
+
+    Parameters
+    ----------
+    R_b : float
+        Bounding radius [m].
+    n_theta, n_phi : int
+        Direction grid.
+    M : int, optional
+        Number of radii.
+    kappa : float, optional
+        Radius ratio.
+
+    Returns
+    -------
+    ndarray, shape (n_theta, n_phi, M, 3)
+        Body-frame points [m].
+    """
     return direction_vectors(n_theta, n_phi)[:, :, None, :] * shell_radii(R_b, M, kappa)[None, None, :, None]
 
 
@@ -148,7 +216,20 @@ def with_poles(g, axis: int = 0) -> np.ndarray:
     (with one row: its mean), and the m >= 1 parts vanish there. Linear interpolation between the pole row and the
     first row then keeps the odd (dipole-like) parts exact to the bilinear error and puts a z-dipole on the axis
     within (d theta_0^2)^2-order terms: cos(18 deg) = 4.9 % low with the first row held, 0.36 % with this
-    (5 x 10 grid)."""
+    (5 x 10 grid).
+
+    Parameters
+    ----------
+    g : array_like
+        Grid function, theta rows on ``axis``, phi columns on ``axis + 1``.
+    axis : int, optional
+        The theta axis.
+
+    Returns
+    -------
+    ndarray
+        g with n_theta + 2 rows on ``axis`` (north pole first).
+    """
     g = np.moveaxis(np.asarray(g), axis, 0)
     n = g.shape[0]
     th0 = 0.5 * np.pi / n
@@ -166,13 +247,28 @@ def with_poles(g, axis: int = 0) -> np.ndarray:
 
 
 def angle_weights(points, n_theta: int, n_phi: int):
-    """Bilinear interpolation in (theta, phi) on the pole-padded grid (:func:`with_poles`) for body-frame points
-    (..., 3) [m] (module docstring).
+    """Bilinear interpolation in (theta, phi) on the pole-padded grid (:func:`with_poles`; module docstring).
 
-    Returns (R (...,) [m], it (..., 4) rows of the padded grid (0: north pole, a + 1: grid row a, n_theta + 1:
-    south pole), ip (..., 4) phi columns (int32), w (..., 4) weights): the interpolated value of a grid function
-    f is sum_c w[..., c] F[it[..., c], ip[..., c]] with F = with_poles(f). Points at the origin get R = 0 (callers
-    reject them) and the north-pole weights.
+    The interpolated value of a grid function f is sum_c w[..., c] F[it[..., c], ip[..., c]] with
+    F = with_poles(f). Points at the origin get R = 0 (callers reject them) and the north-pole weights.
+
+    Parameters
+    ----------
+    points : array_like, shape (..., 3)
+        Body-frame points [m].
+    n_theta, n_phi : int
+        Direction grid.
+
+    Returns
+    -------
+    R : ndarray, shape (...)
+        Distance from the centre of mass [m].
+    it : ndarray of int32, shape (..., 4)
+        Rows of the padded grid (0: north pole, a + 1: grid row a, n_theta + 1: south pole).
+    ip : ndarray of int32, shape (..., 4)
+        Phi columns.
+    w : ndarray, shape (..., 4)
+        Weights (NaN for a non-finite point).
     """
     x = np.asarray(points, np.float64)
     n_theta, n_phi = int(n_theta), int(n_phi)
@@ -194,12 +290,38 @@ def angle_weights(points, n_theta: int, n_phi: int):
 class PANField:
     """Fitted PAN fields of one object (module docstring).
 
-    q (6, n_theta, n_phi, N, n_coef) float32: coefficients q_k^j of field i in direction (a, b) [Pa m^k per unit
-    acceleration: per m/s^2 for i < 3, per rad/s^2 for i >= 3]; dt_q [s] coefficient spacing; tau0 [s] retarded
-    time of coefficient 0 (relative to the pulse centre); h [s] pulse time scale of the fields' source pulse
-    psi(t; h); c [m/s], rho [kg/m^3] air of the precompute; R_b [m] bounding radius about the centre of mass;
-    radii (M,) [m] fit radii; mass [kg] and inertia (3, 3) [kg m^2] of the object (body frame, about x0);
-    inputs_hash: hash of everything that produced the fields (mesh, air, grid, solver settings); meta: extras.
+    Parameters
+    ----------
+    q : ndarray, shape (6, n_theta, n_phi, N, n_coef)
+        Coefficients q_k^j of field i in direction (a, b) [Pa m^k per unit acceleration: per m/s^2 for i < 3,
+        per rad/s^2 for i >= 3]; stored as float32.
+    dt_q : float
+        Coefficient spacing [s].
+    tau0 : float
+        Retarded time of coefficient 0, relative to the pulse centre [s].
+    h : float
+        Pulse time scale of the fields' source pulse psi(t; h) [s].
+    c : float
+        Speed of sound of the precompute [m/s].
+    rho : float
+        Air density of the precompute [kg/m^3].
+    R_b : float
+        Bounding radius about the centre of mass [m].
+    radii : array_like, shape (M,)
+        Fit radii [m].
+    mass : float
+        Object mass [kg].
+    inertia : array_like, shape (3, 3)
+        Inertia about the centre of mass [kg m^2], body frame.
+    inputs_hash : str, optional
+        Hash of everything that produced the fields (mesh, air, grid, solver settings).
+    meta : dict, optional
+        Extras.
+
+    Raises
+    ------
+    InputError
+        On a wrong shape of q or a non-positive scalar.
     """
 
     q: np.ndarray
@@ -231,28 +353,52 @@ class PANField:
     # ---- shape helpers ------------------------------------------------------------------------------------
     @property
     def n_theta(self) -> int:
+        """Polar grid size."""
         return int(self.q.shape[1])
 
     @property
     def n_phi(self) -> int:
+        """Azimuthal grid size."""
         return int(self.q.shape[2])
 
     @property
     def n_terms(self) -> int:
+        """Radial terms N."""
         return int(self.q.shape[3])
 
     @property
     def n_coef(self) -> int:
+        """Coefficients per term and direction."""
         return int(self.q.shape[4])
 
     def angles(self):
+        """The grid angles (theta, phi) [rad], as :func:`direction_angles`."""
         return direction_angles(self.n_theta, self.n_phi)
 
     # ---- evaluation (checks, plots) -----------------------------------------------------------------------
     def evaluate(self, field_index: int, points_body, t=None) -> np.ndarray:
-        """Pressure (n, T) [Pa per unit acceleration] of field ``field_index`` at body-frame points (n, 3) [m],
-        times t (T,) [s] from the pulse centre (default: tau0 + j dt_q, long enough for the farthest
-        point's delay R/c). Uses eq. 20 with bilinear angle interpolation, no band limiting."""
+        """Pressure of one field at body-frame points: eq. 20 with bilinear angle interpolation, no band limiting.
+
+        Parameters
+        ----------
+        field_index : int
+            0..5 (module docstring).
+        points_body : array_like, shape (n, 3)
+            Body-frame points [m], not at the centre of mass.
+        t : array_like, shape (T,), optional
+            Times from the pulse centre [s] (default: tau0 + j dt_q, long enough for the farthest point's delay
+            R/c).
+
+        Returns
+        -------
+        ndarray, shape (n, T)
+            [Pa per m/s^2] (translation) or [Pa per rad/s^2] (rotation).
+
+        Raises
+        ------
+        InputError
+            On a field index outside 0..5 or a point at the centre of mass.
+        """
         i = int(field_index)
         if not 0 <= i < N_FIELDS:
             raise InputError(f"PANField.evaluate: field index {field_index} must be in 0..5")
@@ -279,7 +425,13 @@ class PANField:
 
     # ---- asset I/O ----------------------------------------------------------------------------------------
     def to_asset(self) -> Asset:
-        """The fields as an asset of kind "pan_field" (parameters under meta["pan"], SI units)."""
+        """The fields as an asset.
+
+        Returns
+        -------
+        Asset
+            Kind "pan_field"; parameters under meta["pan"], SI units.
+        """
         meta = dict(self.meta)
         meta["pan"] = {"h_s": self.h, "dt_q_s": self.dt_q, "tau0_s": self.tau0, "c_m_per_s": self.c,
                        "rho_kg_per_m3": self.rho, "R_b_m": self.R_b, "mass_kg": self.mass,
@@ -292,6 +444,22 @@ class PANField:
 
     @classmethod
     def from_asset(cls, asset: Asset) -> "PANField":
+        """Fields from an asset written by :meth:`to_asset`.
+
+        Parameters
+        ----------
+        asset : Asset
+
+        Returns
+        -------
+        PANField
+            Its meta is the asset's, without the "pan" entry.
+
+        Raises
+        ------
+        AssetError
+            If the asset lacks or misstates a parameter.
+        """
         meta = dict(asset.meta)
         try:
             m = meta.pop("pan")
@@ -302,10 +470,38 @@ class PANField:
             raise AssetError(f"{asset.path}: not a valid PAN field asset ({exc!r}); rebuild it") from None
 
     def save(self, path):
+        """Write the fields as an asset file (atomically).
+
+        Parameters
+        ----------
+        path : path-like
+
+        Returns
+        -------
+        Path
+            As :func:`~impactsound.assets.store.write_asset` returns it.
+        """
         return write_asset(path, self.to_asset())
 
     @classmethod
     def load(cls, path, inputs_hash: str | None = None) -> "PANField":
+        """Read fields from an asset file.
+
+        Parameters
+        ----------
+        path : path-like
+        inputs_hash : str, optional
+            When given, the asset must carry this inputs hash.
+
+        Returns
+        -------
+        PANField
+
+        Raises
+        ------
+        AssetError
+            On a missing, corrupted, stale or wrong-kind asset.
+        """
         return cls.from_asset(read_asset(path, ASSET_KIND, kind_version=ASSET_KIND_VERSION, inputs_hash=inputs_hash))
 
 
@@ -314,11 +510,36 @@ class PANField:
 class FitOperator:
     """The fit system of the module docstring, factored once and shared by all fields and directions.
 
-    rows (n_rows, 2): (radius index, sample index) of each equation; matrix (n_rows, N n_coef) sparse, columns
-    (k, j) k-major, scaled as in the module docstring; scale (N,) = R_1^k undoes the column scaling; rank: number
-    of unknowns the data determine. Solved by one of (see :func:`fit_operator`): ``chol`` banded Cholesky factor
-    (upper form) of the normal equations over the observed columns ``cols`` taken j-major, or ``pinv`` a dense
-    truncated-SVD pseudo-inverse (fallback).
+    Built by :func:`fit_operator`.
+
+    Attributes
+    ----------
+    radii : ndarray, shape (M,)
+        Fit radii [m].
+    c : float
+        Speed of sound [m/s].
+    dt, t_start : float
+        Sample spacing and time of sample 0 [s].
+    n_samples : int
+        Samples per series.
+    dt_q, tau0 : float
+        Coefficient spacing and retarded time of coefficient 0 [s].
+    n_coef, n_terms : int
+        Coefficients per term, terms N.
+    rows : ndarray of int, shape (n_rows, 2)
+        (radius index, sample index) of each equation.
+    scale : ndarray, shape (N,)
+        R_1^k, undoes the column scaling.
+    rank : int
+        Number of unknowns the data determine.
+    matrix : scipy.sparse.csr_matrix, shape (n_rows, N n_coef)
+        Columns (k, j) k-major, scaled as in the module docstring.
+    cols : ndarray of int or None
+        Observed columns, j-major (Cholesky path).
+    chol : ndarray or None
+        Banded Cholesky factor (upper form) of the normal equations over ``cols``.
+    pinv : ndarray or None
+        Dense truncated-SVD pseudo-inverse (fallback).
     """
 
     radii: np.ndarray
@@ -339,7 +560,18 @@ class FitOperator:
     pinv: np.ndarray | None = None
 
     def solve(self, series: np.ndarray) -> np.ndarray:
-        """Coefficients (S, N, n_coef) [Pa m^k] for pressure series (S, M, n_samples) [Pa]."""
+        """Fit coefficients to pressure series.
+
+        Parameters
+        ----------
+        series : ndarray, shape (S, M, n_samples)
+            Pressure at the radii [Pa].
+
+        Returns
+        -------
+        ndarray, shape (S, N, n_coef)
+            q_k^j [Pa m^k].
+        """
         S = series.shape[0]
         B = series[:, self.rows[:, 0], self.rows[:, 1]].T                  # (n_rows, S)
         if self.pinv is not None:
@@ -360,9 +592,6 @@ def fit_operator(radii, c: float, dt: float, t_start: float, n_samples: int, *, 
                  dt_q: float | None = None, rcond: float = 1e-8) -> FitOperator:
     """Build and factor (once) the least-squares system of the module docstring.
 
-    radii (M,) [m] increasing, M >= n_terms; c [m/s]; samples at t_n = t_start + n dt, n < n_samples [s];
-    dt_q coefficient spacing [s] (default dt, as in the paper); rcond: relative singular value cut-off.
-
     Each row touches the four pulses around its retarded time for every term k, so with the unknowns ordered
     j-major, A^T A is banded (half-bandwidth 4 N - 1). Columns no row touches (a pulse past the window end) are
     set to zero, as the minimum-norm solution would. The rest is solved by banded Cholesky of the normal
@@ -370,6 +599,34 @@ def fit_operator(radii, c: float, dt: float, t_start: float, n_samples: int, *, 
     samples) when the factor shows the system well determined (pivot ratio above 1e-6, so that cond(A)^2 eps
     stays small and the refinement in :meth:`FitOperator.solve` converges; about 1e-4 for the paper's radii);
     otherwise by a dense truncated SVD dropping singular values below rcond * s_max.
+
+    Parameters
+    ----------
+    radii : array_like, shape (M,)
+        Increasing radii [m], M >= n_terms.
+    c : float
+        Speed of sound [m/s].
+    dt : float
+        Sample spacing [s].
+    t_start : float
+        Time of sample 0 [s] (from the pulse centre).
+    n_samples : int
+        Samples per series (t_n = t_start + n dt, n < n_samples).
+    n_terms : int, optional
+        Radial terms N.
+    dt_q : float, optional
+        Coefficient spacing [s] (default dt, as in the paper).
+    rcond : float, optional
+        Relative singular value cut-off of the SVD fallback.
+
+    Returns
+    -------
+    FitOperator
+
+    Raises
+    ------
+    InputError
+        On too few or non-increasing radii, non-positive spacings or c, or series too short for a common window.
     """
     R = np.asarray(radii, np.float64).reshape(-1)
     M = R.shape[0]
@@ -442,13 +699,54 @@ def fit_pan_field(p, *, radii, c: float, rho: float, dt: float, t_start: float, 
                   taper_end: bool = True) -> PANField:
     """Fit PAN fields to sampled pressure (module docstring).
 
-    p: (6, n_theta, n_phi, M, T) [Pa per unit acceleration], pressure of field i at the grid direction (a, b)
-    (:func:`direction_vectors`) and radius radii[m], time t_start + n dt [s] from the pulse centre; radii (M,)
-    [m]; c [m/s], rho [kg/m^3] air; h [s] the fields' pulse time scale; R_b [m]; mass [kg]; inertia (3, 3)
-    [kg m^2]; dt_q coefficient spacing (default dt); rcond SVD cut-off; block: series per matrix product
-    (memory); taper_end: fade out the weakly observed last coefficients (below; off only for data that are
-    exact up to the window end, as in the fit's own tests). Returns a :class:`PANField` with float32
-    coefficients; meta gains the fit's rank and relative residual.
+    Parameters
+    ----------
+    p : array_like, shape (6, n_theta, n_phi, M, T)
+        Pressure of field i at the grid direction (a, b) (:func:`direction_vectors`) and radius ``radii[m]``,
+        time t_start + n dt from the pulse centre [Pa per unit acceleration].
+    radii : array_like, shape (M,)
+        Fit radii [m].
+    c : float
+        Speed of sound [m/s].
+    rho : float
+        Air density [kg/m^3].
+    dt : float
+        Sample spacing [s].
+    t_start : float
+        Time of sample 0 from the pulse centre [s].
+    h : float
+        The fields' pulse time scale [s].
+    R_b : float
+        Bounding radius [m].
+    mass : float
+        Object mass [kg].
+    inertia : array_like, shape (3, 3)
+        Inertia about the centre of mass [kg m^2].
+    n_terms : int, optional
+        Radial terms N.
+    dt_q : float, optional
+        Coefficient spacing [s] (default dt).
+    rcond : float, optional
+        SVD cut-off.
+    inputs_hash : str, optional
+        Stored in the result.
+    meta : dict, optional
+        Stored in the result, plus the fit's rank and relative residual.
+    block : int, optional
+        Series per matrix product (memory).
+    taper_end : bool, optional
+        Fade out the weakly observed last coefficients (see the code comment; off only for data that are exact
+        up to the window end, as in the fit's own tests).
+
+    Returns
+    -------
+    PANField
+        With float32 coefficients.
+
+    Raises
+    ------
+    InputError
+        On a wrong shape or non-finite samples, or as :func:`fit_operator`.
     """
     p = np.asarray(p)
     if p.ndim != 5 or p.shape[0] != N_FIELDS:

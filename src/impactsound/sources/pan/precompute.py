@@ -1,14 +1,17 @@
 """PAN precompute for one object: pick the grid, run the FDTD for the six rigid fields, fit the PAN field.
 
-specs/pan.md sec. 4-5. Steps:
+Chadwick, Zheng & James 2012, "Precomputed Acceleration Noise for Improved Rigid-Body Sound", sec. 4.2 and 5
+(FDTD with perfectly matched layers, Liu & Tao 1997). Steps:
 1. mass and inertia from the body-frame mesh and density; pulse time scale h (timescale.py);
 2. fit shells R_i = 2 R_b kappa^(i-1) and the (theta, phi) direction grid (field.py) give the receivers;
 3. grid spacing from the pulse's bandwidth (>= 10 cells per wavelength at 1/(2h); solve.py); run length
    adaptive (below);
 4. six independent FDTD tasks driven by z_i(t) = psi(t - 2h; h), each checkpointed (rerun = resume);
-5. one truncated-SVD fit shared by every field and direction (field.py) -> PANField (asset kind "pan_field").
+5. one least-squares fit operator shared by every field and direction (field.py: banded Cholesky of the normal
+   equations, truncated SVD as fallback; the paper uses TSVD) -> PANField (asset kind "pan_field").
 
-Run length (Chadwick, Zheng & James 2012, sec. 5: 1 ms for the ball bearing, 10-13 ms for concave objects).
+Run length (the paper's Table 1 gives fixed durations T: 1 ms for the ball bearing, 10-13 ms for the bowl and
+mug; the adaptive rule below is the package's choice).
 Each field runs at least T_min = 4h (the pulse) + R_M/c (travel to the outer shell) + 5 R_b/c (a rigid body's own
 radiation rings down with a time constant ~ R_b/c: exp(-5) left), the fixed length used before, and then on
 until the fit shells' pressure (the outermost deciding, solve.py) has decayed by 40 dB over a trailing
@@ -51,7 +54,37 @@ class PANPrecomputeWarning(UserWarning):
 
 @dataclass
 class PANJob:
-    """Everything that determines one object's PAN field, and its plan (SI units)."""
+    """Everything that determines one object's PAN field, and its plan (SI units); built by :func:`plan_pan`.
+
+    Attributes
+    ----------
+    mesh : trimesh.Trimesh
+        Body-frame mesh (centre of mass at the origin) [m].
+    material : Material
+        Its material.
+    n_theta, n_phi : int
+        Direction grid.
+    h : float
+        Pulse time scale [s].
+    mass : float
+        [kg].
+    inertia : ndarray, shape (3, 3)
+        About the centre of mass [kg m^2].
+    R_b : float
+        Bounding radius about the centre of mass [m].
+    radii : ndarray, shape (M,)
+        Fit radii [m].
+    duration : float
+        Simulated time [s]: the fixed length, or the least of an adaptive run.
+    plan : PANGridPlan
+        The FDTD grid and run length.
+    c, rho : float
+        Air [m/s], [kg/m^3].
+    dtype : str
+        FDTD field dtype.
+    key : str
+        Content hash of everything above that affects the result.
+    """
 
     mesh: object                    # trimesh.Trimesh, body frame (centre of mass at the origin) [m]
     material: Material
@@ -75,9 +108,15 @@ class PANJob:
         return self.plan.n_steps * self.plan.dt
 
     def estimate(self) -> dict:
-        """Grid size, memory and work before starting (for the CLI's estimate). steps / cell_updates /
-        duration_s: the least the run takes (all of it for a body whose radiation has decayed by then, e.g. a
-        convex one); max_steps / cell_updates_max / max_duration_s: the cap of an adaptive run."""
+        """Grid size, memory and work before starting (for the CLI's estimate).
+
+        Returns
+        -------
+        dict
+            grid, dx_m, dt_s, memory_bytes, h_s, adaptive; steps / cell_updates / duration_s: the least the run
+            takes (all of it for a body whose radiation has decayed by then, e.g. a convex one); max_steps /
+            cell_updates_max / max_duration_s: the cap of an adaptive run.
+        """
         lo, hi = self.plan.step_range()
         return {"grid": list(self.plan.shape), "dx_m": self.plan.dx, "dt_s": self.plan.dt,
                 "steps": lo, "max_steps": hi, "memory_bytes": self.plan.memory_bytes(np.dtype(self.dtype)),
@@ -90,11 +129,43 @@ def plan_pan(mesh, material: Material, *, n_theta: int = 5, n_phi: int = 10, c: 
              rho: float = AIR_RHO, duration: float | None = None, cells_per_wavelength: float = 10.0,
              dtype: str = "float32", max_bytes: float = 8e9, h: float | None = None,
              max_duration: float | None = None, decay_db: float = DECAY_DB) -> PANJob:
-    """Plan the precompute of ``mesh`` (watertight, metres) made of ``material``; nothing is run.
+    """Plan the precompute of a mesh; nothing is run.
 
-    h [s]: pulse time scale; default from mass and material (sec. 4.3). duration [s]: a fixed simulated time.
-    Default: adaptive (module docstring), at least 4h + R_M/c + 5 R_b/c, then until the fit shells have decayed
-    by ``decay_db`` [dB], at most ``max_duration`` [s] (default that least + 60 R_b/c)."""
+    Parameters
+    ----------
+    mesh : trimesh.Trimesh
+        Watertight mesh [m]; it is moved so its centre of mass is at the origin.
+    material : Material
+        Density (gives mass and inertia) and elastic constants (give h).
+    n_theta, n_phi : int, optional
+        Direction grid (default 5 x 10, the paper's coarse grid).
+    c, rho : float, optional
+        Air [m/s], [kg/m^3].
+    duration : float, optional
+        A fixed simulated time [s]. Default: adaptive (module docstring), at least 4h + R_M/c + 5 R_b/c, then
+        until the fit shells have decayed by ``decay_db``.
+    cells_per_wavelength : float, optional
+        Grid resolution at the pulse's bandwidth 1/(2h).
+    dtype : str, optional
+        FDTD field dtype.
+    max_bytes : float, optional
+        Memory cap of the grid [bytes].
+    h : float, optional
+        Pulse time scale [s] (default from mass and material, paper sec. 4.3).
+    max_duration : float, optional
+        Cap of an adaptive run [s] (default the least + 60 R_b/c).
+    decay_db : float, optional
+        Decay that ends an adaptive run [dB].
+
+    Returns
+    -------
+    PANJob
+
+    Raises
+    ------
+    InputError
+        On a non-watertight mesh or non-positive h, duration or max_duration.
+    """
     if not mesh.is_watertight:
         raise InputError("PAN precompute needs a watertight mesh to voxelize; repair it (trimesh.repair.fill_holes "
                          "or a mesher such as fTetWild)")
@@ -130,7 +201,15 @@ def plan_pan(mesh, material: Material, *, n_theta: int = 5, n_phi: int = 10, c: 
 
 
 class MeshInside:
-    """Inside test of a watertight body-frame mesh for the FDTD voxelizer (picklable, for Dask workers)."""
+    """Inside test of a watertight body-frame mesh for the FDTD voxelizer (picklable, for Dask workers).
+
+    Parameters
+    ----------
+    mesh : trimesh.Trimesh
+        Watertight mesh [m], body frame.
+    source : str, optional
+        Names the mesh in messages.
+    """
 
     def __init__(self, mesh, source: str = "mesh"):
         self.vertices = np.asarray(mesh.vertices, np.float64)
@@ -138,6 +217,22 @@ class MeshInside:
         self.source = source
 
     def grid_solid(self, xs, ys, zs):
+        """Which cell centres of a grid are inside (:func:`~impactsound.wave.voxel.inside_grid`).
+
+        Parameters
+        ----------
+        xs, ys, zs : ndarray
+            Cell-centre coordinates along each axis [m].
+
+        Returns
+        -------
+        ndarray of bool, shape (len(xs), len(ys), len(zs))
+
+        Raises
+        ------
+        InputError
+            If some ray crosses the surface an odd number of times (open or self-intersecting mesh).
+        """
         solid, odd = inside_grid(self.vertices, self.faces, xs, ys, zs)
         if odd:
             raise InputError(f"{self.source}: {odd} grid rays cross the surface an odd number of times: it is open "
@@ -150,7 +245,15 @@ class MeshInside:
 
 
 class PulseDrive:
-    """The FDTD drive z(t) = psi(t - t_shift; h) (picklable, for worker processes and Dask workers)."""
+    """The FDTD drive z(t) = psi(t - t_shift; h) (picklable, for worker processes and Dask workers).
+
+    Parameters
+    ----------
+    h : float
+        Pulse time scale [s].
+    t_shift : float
+        Pulse centre [s] (2h: the pulse starts at t = 0).
+    """
 
     def __init__(self, h: float, t_shift: float):
         self.h, self.t_shift = float(h), float(t_shift)
@@ -160,11 +263,29 @@ class PulseDrive:
 
 
 def run_pan(job: PANJob, *, checkpoint_dir: str | Path | None = None, progress=None, map_fn=None):
-    """Run the six FDTD fields (resuming from ``checkpoint_dir``) and fit the PAN field. Returns a PANField.
+    """Run the six FDTD fields (resuming from checkpoints) and fit the PAN field.
 
-    ``map_fn`` runs the field tasks (solve.py ``run_fields``), e.g.
-    ``functools.partial(impactsound.parallel.map_tasks, scheduler="tcp://host:8786")``; default: one after the
-    other in this process. The result does not depend on where the fields ran."""
+    The result does not depend on where the fields ran.
+
+    Parameters
+    ----------
+    job : PANJob
+        From :func:`plan_pan`.
+    checkpoint_dir : path-like, optional
+        Per-field checkpoints (rerun = resume).
+    progress : callable, optional
+        Called with the fraction done.
+    map_fn : callable, optional
+        Runs the field tasks (solve.py ``run_fields``), e.g.
+        ``functools.partial(impactsound.parallel.map_tasks, scheduler="tcp://host:8786")``; default: one after the
+        other in this process.
+
+    Returns
+    -------
+    PANField
+        Its meta["fdtd_run"] records the run lengths and whether a field was cut at the cap
+        (:class:`PANPrecomputeWarning`).
+    """
     h = job.h
     t_shift = 2.0 * h                                     # pulse centre; field time 0 is the pulse centre
     pts = sample_points(job.R_b, job.n_theta, job.n_phi, len(job.radii))      # (nt, np, M, 3)
@@ -209,6 +330,19 @@ def run_pan(job: PANJob, *, checkpoint_dir: str | Path | None = None, progress=N
 
 
 def pan_asset_path(job: PANJob, cache=None) -> Path:
+    """Where the PAN field asset of a job lives.
+
+    Parameters
+    ----------
+    job : PANJob
+    cache : path-like, optional
+        Asset folder (default ``assets.cache_dir()``).
+
+    Returns
+    -------
+    Path
+        ``<cache>/pan_<key[:40]>.h5``.
+    """
     from ...assets import cache_dir
     folder = Path(cache) if cache is not None else cache_dir()
     return folder / f"pan_{job.key[:40]}.h5"
@@ -221,7 +355,22 @@ def cached_pan_field(job: PANJob, *, cache=None, progress=None, map_fn=None, loa
 
     The checkpoint folder ``pan_<key>.ckpt`` is removed once the asset is written; a run killed between the
     two leaves it behind, so whenever the asset of the same key loads, a leftover folder of that key is removed
-    too (its fields are in the asset)."""
+    too (its fields are in the asset).
+
+    Parameters
+    ----------
+    job : PANJob
+    cache : path-like, optional
+        Asset folder (default ``assets.cache_dir()``).
+    progress, map_fn
+        As in :func:`run_pan`.
+    load_only : bool, optional
+        Return None instead of computing.
+
+    Returns
+    -------
+    PANField or None
+    """
     import shutil
 
     from ...errors import AssetError

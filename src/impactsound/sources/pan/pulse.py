@@ -1,4 +1,5 @@
-"""Mitchell-Netravali cubic pulse psi(t; h) (PAN paper sec. 4.2, eq. 17; specs/pan.md "Pulse basis").
+"""Mitchell-Netravali cubic pulse psi(t; h) (Chadwick, Zheng & James 2012, "Precomputed Acceleration Noise for
+Improved Rigid-Body Sound", sec. 4.2, eq. 17; Mitchell & Netravali 1988).
 
 B = 2/3, C = 1/6 member of the Mitchell-Netravali family; with u = |t|/h:
 
@@ -10,7 +11,7 @@ Properties (tested): psi(0) = 7/9, psi(h) = 1/9, support [-2h, 2h], sum_k psi(t 
 (partition of unity), integral psi dt = h. psi is C^1 (its derivative is continuous), dimensionless.
 
 The paper's form (eq. 17) uses y = 1 - u: (-15 y^3 + 18 y^2 + 9 y + 2)/18 and (5 (1+y)^3 - 3 (1+y)^2)/18, which
-is the same polynomial (pan.md).
+is the same polynomial (expand it).
 """
 from __future__ import annotations
 
@@ -21,7 +22,20 @@ from numba import njit
 
 
 def psi(t, h):
-    """psi(t; h) (eq. 17) for any array t [s] and pulse spacing h > 0 [s]. Dimensionless, same shape as t."""
+    """The pulse psi(t; h) (eq. 17).
+
+    Parameters
+    ----------
+    t : float or array_like
+        Times [s].
+    h : float
+        Pulse spacing [s], > 0.
+
+    Returns
+    -------
+    ndarray
+        psi (dimensionless), same shape as t.
+    """
     u = np.abs(np.asarray(t, dtype=np.float64)) / float(h)
     v = 2.0 - u
     inner = (15.0 * u**3 - 27.0 * u**2 + 14.0) / 18.0
@@ -31,7 +45,17 @@ def psi(t, h):
 
 @njit(cache=True, nogil=True)
 def psi_unit(u):
-    """psi(u; 1) for a scalar u (compiled helper for kernels): eq. 17 with h = 1."""
+    """psi(u; 1) for a scalar u (compiled helper for kernels): eq. 17 with h = 1.
+
+    Parameters
+    ----------
+    u : float
+        Time in units of the spacing.
+
+    Returns
+    -------
+    float
+    """
     u = abs(u)
     if u <= 1.0:
         return (15.0 * u * u * u - 27.0 * u * u + 14.0) / 18.0
@@ -42,11 +66,21 @@ def psi_unit(u):
 
 
 def psi_weights(x):
-    """Weights of the four pulses that overlap position x (in units of the spacing), x any float array.
+    """Weights of the four pulses that overlap a position, so that sum_j c_j psi(x - j) =
+    sum_m c[j0 + m] w[..., m] (the 4 pulses whose support [-2, 2] contains x; a fifth pulse would sit exactly on a
+    support end where psi = 0).
 
-    Returns (j0, w) with j0 = floor(x) - 1 (int64, shape of x) and w (..., 4) = psi(x - j; 1) for
-    j = j0 .. j0 + 3, so that sum_j c_j psi(x - j) = sum_m c[j0 + m] w[..., m] (the 4 pulses whose support
-    [-2, 2] contains x; a fifth pulse would sit exactly on a support end where psi = 0).
+    Parameters
+    ----------
+    x : float or array_like
+        Positions in units of the spacing.
+
+    Returns
+    -------
+    j0 : ndarray of int64, shape of x
+        floor(x) - 1, the first overlapping pulse.
+    w : ndarray, shape (..., 4)
+        psi(x - j; 1) for j = j0 .. j0 + 3.
     """
     x = np.asarray(x, dtype=np.float64)
     f = np.floor(x)
@@ -64,7 +98,7 @@ def psi_weights(x):
 # sum_k z(t_k) psi(t - t_k; h), i.e. it samples the half-sine. Since psi is a partition of unity with
 # integral h, that pulse train has integral h sum_k z(t_k), while the half-sine's is 2 A tau / pi: sampling keeps
 # 0 % of it for tau <= h (no grid point inside the contact) and 65 / 79 / 91 / 97 / 99.2 % at tau/h = 1.2 / 2 /
-# 3 / 5 / 10. We instead project the half-sine onto the grid with a kernel K:
+# 3 / 5 / 10. We instead project the half-sine onto the grid with a kernel K (the package's choice):
 #
 #     c_k = (1/h) integral S(t; t0, tau) K((t - t_k)/h) dt,     z(t) ~ A sum_k c_k psi(t - t_k; h),
 #
@@ -111,7 +145,18 @@ FIRST_PULSE = -1
 
 @njit(cache=True, nogil=True)
 def n_contact_pulses(tau_over_h):
-    """Number of pulse weights of a contact of duration tau = tau_over_h h: k = -1 .. ceil(tau/h) + 1."""
+    """Number of pulse weights of a contact: k = -1 .. ceil(tau/h) + 1.
+
+    Parameters
+    ----------
+    tau_over_h : float
+        Contact duration in units of the pulse spacing h.
+
+    Returns
+    -------
+    int
+        ceil(tau/h) + 3.
+    """
     return int(math.ceil(tau_over_h)) + 3
 
 
@@ -190,15 +235,47 @@ def _contact_pulse_weights(r, out, C1, S1, Cl, Sl):
 
 @njit(cache=True, nogil=True)
 def contact_pulse_weights(tau_over_h, out):
-    """Weights c_k of a half-sine contact of duration tau = tau_over_h h on the pulse grid t0 + k h (block comment
-    above): out[q] = c_{q - 1} for q < n_contact_pulses(tau_over_h) (out must be at least that long). Returns the
-    count. Peak-normalised: h sum_k c_k = 2 tau / pi (the half-sine's integral for unit peak)."""
+    """Weights c_k of a half-sine contact on the pulse grid t0 + k h (block comment above).
+
+    Peak-normalised: h sum_k c_k = 2 tau / pi (the half-sine's integral for unit peak).
+
+    Parameters
+    ----------
+    tau_over_h : float
+        Contact duration tau in units of h.
+    out : ndarray
+        Filled with out[q] = c_{q - 1} for q < n_contact_pulses(tau_over_h); at least that long.
+
+    Returns
+    -------
+    int
+        The number of weights written.
+    """
     return _contact_pulse_weights(float(tau_over_h), out, np.empty(4), np.empty(4), np.empty(4), np.empty(4))
 
 
 def contact_weights(tau, h):
-    """Python helper: (k (n,) pulse indices relative to t0, c (n,) weights) of a contact of duration tau [s] on
-    the pulse grid t0 + k h (h [s]); see :func:`contact_pulse_weights`."""
+    """Pulse weights of a contact of duration tau on the pulse grid t0 + k h (:func:`contact_pulse_weights`).
+
+    Parameters
+    ----------
+    tau : float
+        Contact duration [s].
+    h : float
+        Pulse spacing [s].
+
+    Returns
+    -------
+    k : ndarray of int, shape (n,)
+        Pulse indices relative to t0.
+    c : ndarray, shape (n,)
+        Weights (peak-normalised).
+
+    Raises
+    ------
+    ValueError
+        If tau / h is not positive and finite.
+    """
     r = float(tau) / float(h)
     if not (np.isfinite(r) and r > 0):
         raise ValueError(f"contact_weights: tau / h = {r} must be positive and finite")
@@ -209,10 +286,21 @@ def contact_weights(tau, h):
 
 @njit(cache=True, nogil=True)
 def contact_weight_table(tau_over_h):
-    """Pulse weights of many contacts (durations tau_over_h (E,) in units of h): (offsets (E + 1,) int64,
-    weights) with weights[offsets[e]:offsets[e + 1]] = c_k, k = FIRST_PULSE .. of contact e
-    (:func:`contact_pulse_weights`). The synthesis kernel takes this table instead of calling into this module
-    (Numba's cache of a caller does not see a changed callee in another file)."""
+    """Pulse weights of many contacts (:func:`contact_pulse_weights`). The synthesis kernel takes this table
+    instead of calling into this module (Numba's cache of a caller does not see a changed callee in another file).
+
+    Parameters
+    ----------
+    tau_over_h : ndarray, shape (E,)
+        Contact durations in units of h.
+
+    Returns
+    -------
+    offsets : ndarray of int64, shape (E + 1,)
+        Start of each contact's weights.
+    weights : ndarray
+        weights[offsets[e]:offsets[e + 1]] = c_k, k = FIRST_PULSE .. of contact e.
+    """
     E = tau_over_h.shape[0]
     off = np.empty(E + 1, np.int64)
     off[0] = 0

@@ -53,11 +53,30 @@ DECAY_DB = 40.0
 
 @dataclass
 class PANGridPlan:
-    """Grid, step and duration chosen for one object (all SI).
+    """Grid, step and duration chosen for one object (all SI); built by :func:`plan_grid`.
 
-    n_steps: the number of steps of a fixed-length plan, or the cap of an adaptive one (``min_steps`` set: at
-    least min_steps, then until the receivers have decayed by ``decay_db`` over the trailing ``window_steps``;
-    module docstring)."""
+    Attributes
+    ----------
+    dx : float
+        Cell size [m].
+    dt : float
+        Time step [s].
+    n_steps : int
+        Steps of a fixed-length plan, or the cap of an adaptive one.
+    shape : tuple of int
+        Grid cells per axis, PML included.
+    npml : int
+        PML cells per side.
+    half_width : float
+        Half the interior width of the grid [m].
+    min_steps : int or None
+        Set for an adaptive plan: at least this many steps, then until the receivers have decayed by
+        ``decay_db`` over the trailing ``window_steps`` (module docstring).
+    decay_db : float
+        Decay that ends an adaptive run [dB].
+    window_steps : int
+        Trailing window of the decay test [steps].
+    """
 
     dx: float
     dt: float
@@ -71,6 +90,7 @@ class PANGridPlan:
 
     @property
     def adaptive(self) -> bool:
+        """Whether the run length is adaptive (min_steps set and below n_steps)."""
         return self.min_steps is not None and self.min_steps < self.n_steps
 
     @property
@@ -79,19 +99,50 @@ class PANGridPlan:
         return max(1, int(self.window_steps) // 2)
 
     def step_range(self) -> tuple[int, int]:
-        """(fewest, most) steps a field of this plan runs."""
+        """Fewest and most steps a field of this plan runs.
+
+        Returns
+        -------
+        tuple of int
+            (min_steps, n_steps) if adaptive, else (n_steps, n_steps).
+        """
         return (int(self.min_steps), int(self.n_steps)) if self.adaptive else (int(self.n_steps), int(self.n_steps))
 
     @property
     def n_cells(self) -> int:
+        """Grid cells, PML included."""
         return int(np.prod(self.shape))
 
     def memory_bytes(self, dtype=np.float32) -> int:
+        """Memory of the solver's arrays [bytes] (:func:`~impactsound.wave.fdtd.solver_bytes`).
+
+        Parameters
+        ----------
+        dtype : dtype, optional
+            Field dtype.
+
+        Returns
+        -------
+        int
+        """
         return solver_bytes(self.shape, self.npml, dtype)
 
     def cell_updates(self, n_fields: int = 6, most: bool = False) -> float:
-        """Cell updates of n_fields fields: of the fewest steps they run (an adaptive run of an object whose
-        radiation has decayed by then, e.g. a convex one), or with ``most`` of the cap."""
+        """Cell updates of several fields: the work.
+
+        Parameters
+        ----------
+        n_fields : int, optional
+            Number of fields.
+        most : bool, optional
+            Count the cap's steps instead of the fewest (the fewest are all of an adaptive run of an object
+            whose radiation has decayed by then, e.g. a convex one).
+
+        Returns
+        -------
+        float
+            Cells x steps x fields.
+        """
         return float(self.n_cells) * self.step_range()[1 if most else 0] * n_fields
 
 
@@ -101,13 +152,48 @@ def plan_grid(h: float, bounding_radius: float, max_radius: float, duration: flo
               decay_window: float | None = None) -> PANGridPlan:
     """Choose the grid for a PAN precompute.
 
-    duration [s]: the simulated time, or with ``min_duration`` [s] the cap of an adaptive run that stops once
-    the receivers have decayed by ``decay_db`` over a trailing ``decay_window`` [s] (module docstring).
-
     The pulse psi(t; h) has most of its energy below f = 1/(2h) (its spectrum is ~16 dB down there and has its
     first null at 1/h), so dx = c / (f * cells_per_wavelength) with f = 1/(2h) resolves it with >= 10 cells per
-    wavelength. The domain holds the sampling sphere of radius ``max_radius`` plus 3 cells, then the PML.
-    Raises SolverError when the fields would not fit in ``max_bytes``, saying how much they need."""
+    wavelength (and dx is at most bounding_radius / 6). The domain holds the sampling sphere of radius
+    ``max_radius`` plus 3 cells, then the PML.
+
+    Parameters
+    ----------
+    h : float
+        Pulse time scale [s].
+    bounding_radius : float
+        Object's bounding radius [m].
+    max_radius : float
+        Outermost receiver radius [m].
+    duration : float
+        The simulated time [s], or with ``min_duration`` the cap of an adaptive run.
+    c : float, optional
+        Speed of sound [m/s].
+    cells_per_wavelength : float, optional
+        Cells per wavelength at 1/(2h).
+    npml : int, optional
+        PML cells per side.
+    courant : float, optional
+        c dt / dx.
+    max_bytes : float, optional
+        Memory budget [bytes].
+    min_duration : float, optional
+        Least simulated time of an adaptive run [s] (None: fixed length).
+    decay_db : float, optional
+        Decay that ends an adaptive run [dB].
+    decay_window : float, optional
+        Trailing window of the decay test [s] (default 8h).
+
+    Returns
+    -------
+    PANGridPlan
+
+    Raises
+    ------
+    SolverError
+        On a non-positive h, duration, min_duration or decay_db, or when the fields would not fit in
+        ``max_bytes`` (saying how much they need).
+    """
     if not (h > 0 and math.isfinite(h)):
         raise SolverError(f"pulse time scale h = {h} s must be positive")
     if not (duration > 0 and math.isfinite(duration)):
@@ -141,7 +227,22 @@ def plan_grid(h: float, bounding_radius: float, max_radius: float, duration: flo
 
 def field_pattern(field: int, centres: np.ndarray, axis: np.ndarray) -> np.ndarray:
     """G_i,d(x_f): the d-component (d = each face's axis) of the rigid velocity pattern of field i at the face
-    centres (body frame, x0 = origin): e_i for translation, e_{i-3} x x for rotation."""
+    centres (body frame, x0 = origin): e_i for translation, e_{i-3} x x for rotation.
+
+    Parameters
+    ----------
+    field : int
+        Field index 0..5.
+    centres : ndarray, shape (n, 3)
+        Body face centres [m].
+    axis : ndarray of int, shape (n,)
+        Each face's axis d.
+
+    Returns
+    -------
+    ndarray, shape (n,)
+        Dimensionless (translation) or [m] (rotation).
+    """
     n = len(centres)
     if field < 3:
         return (axis == field).astype(np.float64)
@@ -152,7 +253,19 @@ def field_pattern(field: int, centres: np.ndarray, axis: np.ndarray) -> np.ndarr
 
 
 def decay_envelope(rec: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
-    """max_r w_r |p_r(step)| (steps,) of receiver series rec (n, steps) (module docstring)."""
+    """Decay envelope max_r w_r |p_r(step)| of receiver series (module docstring).
+
+    Parameters
+    ----------
+    rec : ndarray, shape (n, steps)
+        Receiver pressure series.
+    weights : ndarray, shape (n,), optional
+        Receiver weights (default 1).
+
+    Returns
+    -------
+    ndarray, shape (steps,)
+    """
     a = np.abs(rec)
     if weights is not None:
         a = a * np.asarray(weights, np.float64)[:, None]
@@ -160,8 +273,20 @@ def decay_envelope(rec: np.ndarray, weights: np.ndarray | None = None) -> np.nda
 
 
 def has_decayed(env: np.ndarray, plan: PANGridPlan) -> bool:
-    """Whether the envelope ``env`` (steps so far,) of an adaptive run meets the plan's decay test at its end:
-    its largest value over the last window_steps is at most 10^(-decay_db/20) of its largest value so far."""
+    """Whether an adaptive run's envelope meets the plan's decay test at its end: its largest value over the last
+    window_steps is at most 10^(-decay_db/20) of its largest value so far.
+
+    Parameters
+    ----------
+    env : ndarray, shape (steps so far,)
+        :func:`decay_envelope`.
+    plan : PANGridPlan
+
+    Returns
+    -------
+    bool
+        Also True for an all-zero, non-empty envelope.
+    """
     n = len(env)
     peak = float(env.max()) if n else 0.0
     if peak == 0.0:
@@ -174,12 +299,42 @@ def solve_field(field: int, inside: Callable[[np.ndarray], np.ndarray], plan: PA
                 receivers: np.ndarray, drive: Callable[[np.ndarray], np.ndarray], c: float, rho: float,
                 dtype=np.float32, progress: Callable[[float], None] | None = None,
                 decay_weights: np.ndarray | None = None) -> np.ndarray:
-    """Simulate field ``field`` (0..5) and return pressure at ``receivers`` (n, 3) [m, body frame], shape
-    (n, steps), sampled at t = (k + 1) dt. ``drive(t)`` is z_i(t) [m/s^2 or rad/s^2 per unit].
+    """Simulate one field and record the pressure at the receivers.
 
-    steps = plan.n_steps for a fixed plan; for an adaptive one (module docstring) the first check point, at or
-    after plan.min_steps, where the receivers have decayed (weights ``decay_weights`` (n,), default 1, 0 leaves
-    a receiver out of the test), else plan.n_steps (the cap)."""
+    Parameters
+    ----------
+    field : int
+        Field index 0..5.
+    inside : object
+        Inside test of the body (``grid_solid(xs, ys, zs)``, as :class:`~.precompute.MeshInside`) for
+        :func:`~impactsound.wave.voxel.voxelize`.
+    plan : PANGridPlan
+    receivers : ndarray, shape (n, 3)
+        Receiver positions [m], body frame.
+    drive : callable
+        z_i(t) [m/s^2 or rad/s^2 per unit] for an array of times [s].
+    c, rho : float
+        Air [m/s], [kg/m^3].
+    dtype : dtype, optional
+        Field dtype.
+    progress : callable, optional
+        Called with the fraction done.
+    decay_weights : ndarray, shape (n,), optional
+        Receiver weights in the decay test (default 1; 0 leaves a receiver out).
+
+    Returns
+    -------
+    ndarray, shape (n, steps)
+        Pressure [Pa per unit drive], sampled at t = (k + 1) dt. steps = plan.n_steps for a fixed plan; for an
+        adaptive one (module docstring) the first check point, at or after plan.min_steps, where the receivers
+        have decayed, else plan.n_steps (the cap).
+
+    Raises
+    ------
+    SolverError
+        If the object is smaller than one cell, the weights have the wrong shape, or the solver fails (prefixed
+        with the field).
+    """
     from ...parallel import undo_dask_malloc_trim
     undo_dask_malloc_trim()                                   # a Dask worker's malloc setting (parallel.py)
     grid = centred_grid(plan.half_width, plan.dx, plan.npml)
@@ -242,7 +397,28 @@ def run_fields(inside, plan: PANGridPlan, receivers: np.ndarray, drive, c: float
     :func:`impactsound.parallel.map_tasks` (or a ``functools.partial`` of it with ``scheduler=`` / ``workers=``)
     is one. Default: in this process, one field after the other. ``func`` is picklable (a partial of
     :func:`solve_field`) when ``inside`` and ``drive`` are, so the fields can run in other processes or on Dask
-    workers; the results are the same bits wherever they run."""
+    workers; the results are the same bits wherever they run.
+
+    Parameters
+    ----------
+    inside, plan, receivers, drive, c, rho, dtype, progress, decay_weights
+        As in :func:`solve_field`.
+    task_key : str
+        Content hash of everything that affects the result.
+    checkpoint_dir : path-like, optional
+        Where each field is persisted (``field<i>.h5``).
+    fields : iterable of int, optional
+        Field indices (default all six).
+    map_fn : callable, optional
+        Task runner (above).
+    ragged : bool, optional
+        Return a list of per-field arrays instead of one padded array.
+
+    Returns
+    -------
+    ndarray, shape (n_fields, n_receivers, steps), or list of ndarray
+        Pressure series, in the order of ``fields``.
+    """
     fields = list(fields)
     ckpt = Path(checkpoint_dir) if checkpoint_dir is not None else None
     results: dict[int, np.ndarray] = {}

@@ -31,13 +31,31 @@ from .timescale import acceleration_amplitudes
 class PANSource:
     """Rigid-body acceleration noise (PAN) of every body that has a :class:`PANField`.
 
-    bodies: the scene's bodies (event ids index this list); fields: {body name: PANField} (body-frame fields,
-    centre of mass at the origin); ground: scene ground (None: rigid plane); air: c [m/s], rho [kg/m^3];
-    v_min: impulses with a relative normal speed below it are dropped (resting contact, paper sec. 4.3), and the
-    support of a body in resting contact answers the impulses that push it into it (:meth:`amplitudes`);
-    oversample: table oversampling U; n_threads: synthesis threads (the result does not depend on it).
     Contact durations use the same Hertz estimate as the modal source (inertia-aware effective masses of both
-    bodies, local curvature radii, combined modulus; the ground is an infinitely heavy plane).
+    bodies, local curvature radii, combined modulus; the ground is an infinitely heavy plane). The support of a
+    body in resting contact answers the impulses that push it into it (:meth:`amplitudes`).
+
+    Parameters
+    ----------
+    bodies : list of scene Body
+        The scene's bodies (event ids index this list).
+    fields : dict of str to PANField
+        {body name: body-frame fields, centre of mass at the origin}.
+    ground : scene Ground or None
+        The ground (None: rigid plane).
+    air : scene Air
+        c [m/s] (must match each field's to 0.1 %) and rho [kg/m^3] (the fields are rescaled to it).
+    v_min : float, optional
+        Impulses with a relative normal speed below it [m/s] are dropped (resting contact, paper sec. 4.3).
+    oversample : int, optional
+        Table oversampling U.
+    n_threads : int, optional
+        Synthesis threads (the result does not depend on it).
+
+    Raises
+    ------
+    InputError
+        If a field names an unknown body or was computed for another speed of sound.
     """
 
     kind = "acceleration_noise"
@@ -59,13 +77,35 @@ class PANSource:
         self._tables: dict[tuple[str, float], PANTable] = {}
 
     def table(self, name: str, sample_rate: float) -> PANTable:
+        """The band-limited table of a body's field at an output rate (cached).
+
+        Parameters
+        ----------
+        name : str
+            Body name.
+        sample_rate : float
+            Output rate [Hz].
+
+        Returns
+        -------
+        PANTable
+        """
         key = (name, float(sample_rate))
         if key not in self._tables:
             self._tables[key] = PANTable.from_field(self.fields[name], sample_rate, oversample=self.oversample)
         return self._tables[key]
 
     def contacts(self, events: EventLog) -> ContactStage:
-        """The contact stage of ``events`` (measured on the bodies' scene meshes)."""
+        """The contact stage of some events, measured on the bodies' scene meshes.
+
+        Parameters
+        ----------
+        events : EventLog
+
+        Returns
+        -------
+        ContactStage
+        """
         return contact_stage(events, self.bodies, self.ground)
 
     def amplitudes(self, events: EventLog, i: int, contacts: ContactStage | None = None):
@@ -109,9 +149,32 @@ class PANSource:
 
     def render(self, events: EventLog, listeners, sample_rate, duration, *, contacts: ContactStage | None = None
                ) -> dict[str, np.ndarray]:
-        """Acceleration noise [Pa] at the listeners (L, 3) [m] of every body with a PAN field, as
-        :meth:`ModalSource.render <impactsound.sources.modal.ModalSource.render>` (same arguments and result);
-        events slower than ``v_min`` are skipped and ``contacts`` is measured on the scene meshes."""
+        """Acceleration noise at the listeners of every body with a PAN field, as
+        :meth:`ModalSource.render <impactsound.sources.modal.ModalSource.render>` (same arguments and result).
+
+        Parameters
+        ----------
+        events : EventLog
+            Contact events; those slower than ``v_min`` are skipped.
+        listeners : array_like, shape (L, 3)
+            Listener positions, world frame [m].
+        sample_rate : float
+            Output rate [Hz].
+        duration : float
+            Output length [s].
+        contacts : ContactStage, optional
+            Contact stage of the events, measured on the scene meshes (computed here when not given).
+
+        Returns
+        -------
+        dict of str to ndarray
+            {body name: pressure (L, n_samples) [Pa]} for every body with a field (zeros if no event touches it).
+
+        Raises
+        ------
+        InputError
+            On non-finite event values of a body with a field, or as :func:`synthesize_pan`.
+        """
         L_w, fs, n_samples = render_arguments("PANSource.render", listeners, sample_rate, duration)
         out: dict[str, np.ndarray] = {}
         with_field = [i for i, b in enumerate(self.bodies) if b.name in self.fields]
@@ -146,7 +209,15 @@ class PANSource:
 
 # ---- the source kind --------------------------------------------------------------------------------------------
 class PANOptions(BaseModel):
-    """Options of the ``acceleration_noise`` source (scene table ``[source.acceleration_noise]``)."""
+    """Options of the ``acceleration_noise`` source (scene table ``[source.acceleration_noise]``).
+
+    Parameters
+    ----------
+    budget : float, optional
+        Largest PAN precompute in FDTD cell updates (default 2e10, ~4 s per 1e9 on 2 cores). Objects whose
+        estimate is over it get no acceleration noise, cached field or not (:func:`pan_fields`; said in the
+        sidecar).
+    """
 
     model_config = ConfigDict(extra="forbid")
     budget: float = Field(default=2.0e10, gt=0, description="largest PAN precompute in FDTD cell updates (~4 s "
@@ -156,7 +227,15 @@ class PANOptions(BaseModel):
 
 @dataclass
 class PANPrepared:
-    """What :func:`prepare` made: {body name: PANField}, {body name: why it has none}."""
+    """What :func:`prepare` made.
+
+    Attributes
+    ----------
+    fields : dict of str to PANField
+        {body name: its field}.
+    missing : dict of str to str
+        {body name: why it has none}.
+    """
 
     fields: dict
     missing: dict
@@ -167,6 +246,13 @@ def pan_fields(scene, progress=QUIET) -> tuple[dict, dict]:
 
     Which bodies get one follows from the scene alone (the estimate against the budget), never from what the
     cache holds.
+
+    Parameters
+    ----------
+    scene : Scene
+        Bodies (mesh, material), air and the ``acceleration_noise`` options.
+    progress : Progress, optional
+        Reports each precompute.
 
     Returns
     -------
@@ -196,19 +282,54 @@ def pan_fields(scene, progress=QUIET) -> tuple[dict, dict]:
 
 
 def prepare(scene, progress=QUIET) -> PANPrepared:
-    """PAN fields of the bodies within the budget."""
+    """Prepare the ``acceleration_noise`` source: PAN fields of the bodies within the budget (:func:`pan_fields`).
+
+    Parameters
+    ----------
+    scene : Scene
+    progress : Progress, optional
+
+    Returns
+    -------
+    PANPrepared
+    """
     return PANPrepared(*pan_fields(scene, progress))
 
 
 def render(prep: PANPrepared, ctx) -> dict:
-    """Acceleration noise of the events in ``ctx`` (a RenderContext): {body name: (L, n_samples) [Pa]}."""
+    """Render the ``acceleration_noise`` source.
+
+    Parameters
+    ----------
+    prep : PANPrepared
+        From :func:`prepare`.
+    ctx : RenderContext
+        Scene, events, listeners, sample rate, duration, shared contact stage and progress.
+
+    Returns
+    -------
+    dict of str to ndarray
+        {body name: pressure (L, n_samples) [Pa]}.
+    """
     src = PANSource(ctx.scene.bodies, prep.fields, ctx.scene.ground, ctx.scene.air)
     with ctx.progress.stage("acceleration noise synthesis"):
         return src.render(ctx.events, ctx.listeners, ctx.sample_rate, ctx.duration, contacts=ctx.contacts("mesh"))
 
 
 def describe(prep: PANPrepared) -> tuple[dict, dict]:
-    """Sidecar entries: which objects have acceleration noise, and why the others have none."""
+    """Sidecar entries: which objects have acceleration noise, and why the others have none.
+
+    Parameters
+    ----------
+    prep : PANPrepared
+
+    Returns
+    -------
+    summary : dict
+        {"acceleration_noise": sorted names of the bodies with a field}.
+    objects : dict
+        Per body name: {"acceleration_noise": "pan"} or {"acceleration_noise": "none", "reason": why}.
+    """
     objects = {}
     for name in prep.fields:
         objects[name] = {"acceleration_noise": "pan"}

@@ -1,5 +1,5 @@
-"""PAN synthesis: rigid-body acceleration noise of impulses from precomputed fields (PAN paper sec. 4.3, eqs.
-18-20, Fig. 7; specs/pan.md "Synthesis").
+"""PAN synthesis: rigid-body acceleration noise of impulses from precomputed fields (Chadwick, Zheng & James 2012,
+"Precomputed Acceleration Noise for Improved Rigid-Body Sound", sec. 4.3 and Fig. 7, with eqs. 18-20).
 
 Per retained impulse e on a body (time t0, Hertz duration tau, peak accelerations amp_i, i = 0..5 from eqs.
 11-12, body-frame listener x_L at distance R in direction (theta, phi)):
@@ -8,15 +8,16 @@ Per retained impulse e on a body (time t0, Hertz duration tau, peak acceleration
     p(t)   = sum_k c_k sum_i amp_i sum_n R^{-n} q_{i,n}(theta, phi; t - t0 - k h - R/c)            (eqs. 18-20)
            = sum_k c_k G_e(t - t0 - k h - R/c)
 
-The paper takes c_k = S(t0 + k h) (samples of the half-sine); we project the half-sine onto the pulse grid
-(pulse.py, :func:`contact_pulse_weights`) with a kernel that keeps the event's impulse (h sum_k c_k =
+The paper takes c_k = S(t0 + k h) (samples of the half-sine); the package instead projects the half-sine onto the
+pulse grid (pulse.py, :func:`contact_pulse_weights`) with a kernel that keeps the event's impulse (h sum_k c_k =
 2 tau / pi) and force centre for any tau/h (sampling keeps none of the impulse for tau <= h, 79 % at tau = 2h,
 99.2 % at 10h) and tends to the samples as tau/h grows (interior weights S_k (1 + (pi h/tau)^2/9), which undoes
 psi's own smoothing). q is interpolated bilinearly in angle (field.py). G_e, the impulse's directional pulse,
 is one weighted sum of the 6 fields x N terms x 4 angle corners.
 
-Output rate (band limiting). The fields hold content far above audio rates (dt_q ~ 1 us), so point-sampling p
-at the output rate would alias. Because every step is linear and time-invariant, we low-pass each coefficient
+Output rate (band limiting; the package's choice, the paper does not say how it reaches the output rate). The
+fields hold content far above audio rates (dt_q ~ 1 us), so point-sampling p at the output rate would alias.
+Because every step is linear and time-invariant, we low-pass each coefficient
 series once per (field, output rate): the table
 
     Q_{i,n}(tau_m) = (q_{i,n} * g)(tau_m),   tau_m = tau_f0 + m dt_f,   dt_f = 1/(U f_s)
@@ -66,10 +67,26 @@ CHUNK = 2048
 class PANTable:
     """Band-limited, oversampled coefficient table of one PAN field for one output rate (module docstring).
 
-    table (n_theta + 2, n_phi, 6, N, n_f) float64 [Pa m^n per unit acceleration], rows padded with the poles
-    (field.with_poles); dt_f = 1/(oversample f_s) [s];
-    tau_f0 [s] retarded time of table sample 0 (from the pulse centre); h [s] pulse time scale; c [m/s];
-    R_b [m]; sample_rate [Hz]; oversample U.
+    Attributes
+    ----------
+    table : ndarray, shape (n_theta + 2, n_phi, 6, N, n_f)
+        float64 [Pa m^n per unit acceleration], rows padded with the poles (field.with_poles).
+    dt_f : float
+        Table spacing 1/(oversample f_s) [s].
+    tau_f0 : float
+        Retarded time of table sample 0, from the pulse centre [s].
+    h : float
+        Pulse time scale [s].
+    c : float
+        Speed of sound of the field [m/s].
+    rho : float
+        Air density of the field [kg/m^3].
+    R_b : float
+        Bounding radius [m].
+    sample_rate : float
+        Output rate f_s [Hz].
+    oversample : int
+        U.
     """
 
     table: np.ndarray
@@ -85,11 +102,33 @@ class PANTable:
     @classmethod
     def from_field(cls, fld: PANField, sample_rate: float, *, oversample: int = 4, cutoff: float = 0.45,
                    half_width: int = 16, beta: float = 8.0, trim_rel: float = 1e-7) -> "PANTable":
-        """Low-pass and resample ``fld`` for output rate ``sample_rate`` [Hz] (module docstring).
+        """Low-pass and resample a field for an output rate (module docstring).
 
-        cutoff: low-pass cut-off as a fraction of sample_rate; half_width: filter half-length in output samples;
-        beta: Kaiser window parameter; trim_rel: leading/trailing table samples below trim_rel x the table's
-        peak are cut (speed; -140 dB by default).
+        Parameters
+        ----------
+        fld : PANField
+            The fitted fields.
+        sample_rate : float
+            Output rate [Hz].
+        oversample : int, optional
+            Table samples per output sample U.
+        cutoff : float, optional
+            Low-pass cut-off as a fraction of sample_rate.
+        half_width : int, optional
+            Filter half-length in output samples.
+        beta : float, optional
+            Kaiser window parameter.
+        trim_rel : float, optional
+            Leading/trailing table samples below trim_rel x the table's peak are cut (speed; -140 dB by default).
+
+        Returns
+        -------
+        PANTable
+
+        Raises
+        ------
+        InputError
+            On a non-positive sample rate or oversample < 1.
         """
         fs = float(sample_rate)
         if not (np.isfinite(fs) and fs > 0):
@@ -214,12 +253,34 @@ def _pan_chunk(e0, e1, out, n_off, table, t0, woff, wts, amp, delay, invR, it, i
 
 def synthesize_pan(table: PANTable, t0, tau, amp, listeners_body, n_samples: int, *,
                    n_threads: int | None = None) -> np.ndarray:
-    """Acceleration noise [Pa] of impulses on one body at its listeners (module docstring): (L, n_samples).
+    """Acceleration noise of impulses on one body at its listeners (module docstring).
 
-    table: :class:`PANTable` of the body's field at the output rate; t0 (E,) impulse start times [s] (sample 0
-    is t = 0); tau (E,) contact durations [s]; amp (E, 6) peak accelerations (a_x, a_y, a_z [m/s^2], alpha_x,
-    alpha_y, alpha_z [rad/s^2]) of eqs. 11-12 in the body frame; listeners_body (E, L, 3) listener positions in
-    the body frame at each impulse [m]; n_samples at table.sample_rate.
+    Parameters
+    ----------
+    table : PANTable
+        The body's field at the output rate.
+    t0 : array_like, shape (E,)
+        Impulse start times [s] (sample 0 is t = 0).
+    tau : array_like, shape (E,)
+        Contact durations [s].
+    amp : array_like, shape (E, 6)
+        Peak accelerations (a_x, a_y, a_z [m/s^2], alpha_x, alpha_y, alpha_z [rad/s^2]) of eqs. 11-12, body frame.
+    listeners_body : array_like, shape (E, L, 3)
+        Listener positions in the body frame at each impulse [m].
+    n_samples : int
+        Output length, at ``table.sample_rate``.
+    n_threads : int, optional
+        Threads (default :func:`~impactsound.parallel.default_threads`); the result does not depend on it.
+
+    Returns
+    -------
+    ndarray, shape (L, n_samples)
+        Pressure [Pa].
+
+    Raises
+    ------
+    InputError
+        On mismatched shapes, a non-positive tau, non-finite inputs, or a listener inside the bounding sphere.
     """
     t0 = np.ascontiguousarray(t0, np.float64).reshape(-1)
     E = t0.shape[0]

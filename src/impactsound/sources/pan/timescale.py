@@ -1,8 +1,9 @@
 """Pulse time scale h of an object and the rigid-body accelerations of one impulse.
 
-Pulse time scale (PAN paper sec. 4.3; specs/pan.md "Pulse basis"): take the sphere with the object's mass m1
-and density rho1, collide it with an infinitely large, heavy and stiff sphere (r2 = m2 = E2 = inf) at
-V = 5 m/s, compute the Hertz contact time tau (paper eq. 7, pan.md "tau"), and set h = tau / 5. With the
+Pulse time scale (Chadwick, Zheng & James 2012, "Precomputed Acceleration Noise for Improved Rigid-Body Sound",
+sec. 4.3): take the sphere with the object's mass m1 and density rho1, collide it with an infinitely large, heavy
+and stiff sphere (r2 = m2 = E2 = inf) at V = 5 m/s, compute the Hertz contact time tau (paper eq. 7), and set
+h = tau / 5. With the
 infinite partner: m = m1, r = r1, 1/E* = (1 - nu1^2)/E1.
 
 Which radius. The paper prints r1 = (0.75 m1/rho1)^{1/3}; the radius of a sphere of mass m1 and density rho1 is
@@ -17,7 +18,7 @@ plausible masses with either formula (their masses are not given: dice 1.80 g wi
 what a tessellated sphere's smaller volume (about 0.5 % less volume -> h^3 ~ V) explains. Test: the ball
 bearing within 0.5 %.
 
-Body accelerations of one impulse (paper eqs. 11-12; pan.md "Body accelerations"), body frame, unit direction
+Body accelerations of one impulse (paper sec. 3.3, eqs. 11-12), body frame, unit direction
 j_hat of the impulse j on the body, contact point x, centre of mass x0, mass M, inertia I about x0:
 
     a(t)     = (gamma / M) j_hat S(t; t0, tau)
@@ -29,8 +30,8 @@ angular momentum changes).
 Supported bodies (:func:`support_reaction`). Eqs. 11-12 take the struck body as free. A body in resting contact
 (a cube on the floor) is not: the paper drops impulses slower than v_min = 5 cm/s as static contact (sec. 4.3), so
 the support's answer to an impact never reaches the event log, and a resting cube struck from above would
-accelerate as if floating. [choice] When the impulse j pushes the body into its support (j . n_s < 0, n_s the unit
-support normal pointing into the body), the support answers with the reaction impulse
+accelerate as if floating. The package's choice: when the impulse j pushes the body into its support
+(j . n_s < 0, n_s the unit support normal pointing into the body), the support answers with the reaction impulse
 
     j_r = -(j . n_s) n_s    at the support point x_r, with the same half-sine S(t; t0, tau),
 
@@ -65,7 +66,25 @@ PULSES_PER_CONTACT = 5.0
 
 
 def equivalent_sphere_radius(mass: float, rho: float) -> float:
-    """Radius [m] of the sphere of mass ``mass`` [kg] and density ``rho`` [kg/m^3]: (3 m / (4 pi rho))^{1/3}."""
+    """Radius of the sphere of a given mass and density: (3 m / (4 pi rho))^{1/3} (module docstring).
+
+    Parameters
+    ----------
+    mass : float
+        Mass [kg].
+    rho : float
+        Density [kg/m^3].
+
+    Returns
+    -------
+    float
+        Radius [m].
+
+    Raises
+    ------
+    InputError
+        If either is not positive and finite.
+    """
     m, r = float(mass), float(rho)
     if not (np.isfinite(m) and m > 0):
         raise InputError(f"pulse time scale: mass = {mass} kg must be positive and finite")
@@ -75,10 +94,24 @@ def equivalent_sphere_radius(mass: float, rho: float) -> float:
 
 
 def pulse_timescale(mass: float, material: Material, speed: float = TIMESCALE_SPEED) -> float:
-    """Pulse time scale h [s] of an object of mass ``mass`` [kg] made of ``material`` (module docstring).
+    """Pulse time scale h of an object (module docstring; PAN paper sec. 4.3).
 
-    h = tau / 5, tau = Hertz time (pan.md) of the equal-mass sphere (radius :func:`equivalent_sphere_radius`)
-    hitting a rigid, infinitely heavy plane at ``speed`` [m/s] (5 m/s in the paper).
+    h = tau / 5, tau = Hertz time (paper eq. 7) of the equal-mass sphere (radius :func:`equivalent_sphere_radius`)
+    hitting a rigid, infinitely heavy plane at ``speed``.
+
+    Parameters
+    ----------
+    mass : float
+        Object mass [kg].
+    material : Material
+        Its material (rho [kg/m^3], E [Pa], nu).
+    speed : float, optional
+        Impact speed [m/s] (5 m/s in the paper).
+
+    Returns
+    -------
+    float
+        h [s].
     """
     r1 = equivalent_sphere_radius(mass, material.rho)
     E_star = combined_modulus(material, None)                      # 1/E* = (1 - nu1^2)/E1 + 0
@@ -87,13 +120,24 @@ def pulse_timescale(mass: float, material: Material, speed: float = TIMESCALE_SP
 
 
 def support_reaction(J_body, support_point, support_normal):
-    """Reaction impulse of a rigid support (module docstring, "Supported bodies"): (J_r (E, 3) [N s], x_r (E, 3)
-    [m], pushed (E,) bool).
+    """Reaction impulse of a rigid support (module docstring, "Supported bodies").
 
-    J_body (E, 3) impulse on the body [N s]; support_point (E, 3) [m] relative to the centre of mass and
-    support_normal (E, 3) unit, pointing from the support into the body, both in the body frame, NaN rows for a
-    free body. J_r = -(J . n_s) n_s where J . n_s < 0 (``pushed``), else 0; x_r is the support point there, else 0
-    (finite, so that J_r = 0 at x_r = 0 adds nothing).
+    Parameters
+    ----------
+    J_body : array_like, shape (E, 3)
+        Impulse on the body [N s], body frame.
+    support_point : array_like, shape (E, 3)
+        Support point relative to the centre of mass [m], body frame; NaN rows for a free body.
+    support_normal : array_like, shape (E, 3)
+        Unit support normal, from the support into the body, body frame; NaN rows for a free body.
+
+    Returns
+    -------
+    J_r : ndarray, shape (E, 3)
+        -(J . n_s) n_s where J . n_s < 0 (``pushed``), else 0 [N s].
+    x_r : ndarray, shape (E, 3)
+        The support point where pushed, else 0 [m] (finite, so that J_r = 0 at x_r = 0 adds nothing).
+    pushed : ndarray of bool, shape (E,)
     """
     J = np.asarray(J_body, np.float64).reshape(-1, 3)
     xr = np.asarray(support_point, np.float64).reshape(-1, 3)
@@ -106,17 +150,39 @@ def support_reaction(J_body, support_point, support_normal):
 
 
 def acceleration_amplitudes(J_body, x_minus_x0, mass, inertia, tau, *, support_point=None, support_normal=None):
-    """Peak body accelerations of impulses (paper eqs. 11-12): (a_amp (E, 3) [m/s^2], alpha_amp (E, 3) [rad/s^2]).
+    """Peak body accelerations of impulses (paper eqs. 11-12).
 
-    J_body (E, 3) impulse on the body [N s], x_minus_x0 (E, 3) contact point relative to the centre of mass
-    [m], both in the body frame; mass [kg]; inertia (3, 3) [kg m^2] about the centre of mass (body frame);
-    tau (E,) contact durations [s]. a(t) = a_amp S(t; t0, tau), alpha(t) = alpha_amp S(t; t0, tau) with
-    a_amp = (gamma/M) j_hat = pi j / (2 tau M), alpha_amp = gamma I^{-1}((x - x0) x j_hat) = pi I^{-1}((x - x0) x j)
-    / (2 tau).
+    a(t) = a_amp S(t; t0, tau), alpha(t) = alpha_amp S(t; t0, tau) with a_amp = (gamma/M) j_hat = pi j / (2 tau M),
+    alpha_amp = gamma I^{-1}((x - x0) x j_hat) = pi I^{-1}((x - x0) x j) / (2 tau).
 
-    support_point (E, 3) [m] relative to the centre of mass, support_normal (E, 3) unit into the body (body frame;
-    NaN rows, or None, for free bodies): add the support's reaction impulse (:func:`support_reaction`), i.e. the
-    amplitudes of J at x plus those of J_r at x_r (eqs. 11-12 are linear in the impulse).
+    Parameters
+    ----------
+    J_body : array_like, shape (E, 3)
+        Impulse on the body [N s], body frame.
+    x_minus_x0 : array_like, shape (E, 3)
+        Contact point relative to the centre of mass [m], body frame.
+    mass : float
+        Body mass M [kg].
+    inertia : array_like, shape (3, 3)
+        Inertia I about the centre of mass [kg m^2], body frame.
+    tau : array_like, shape (E,)
+        Contact durations [s].
+    support_point, support_normal : array_like, shape (E, 3), optional
+        Support point relative to the centre of mass [m] and unit normal into the body (body frame; NaN rows, or
+        None, for free bodies): add the support's reaction impulse (:func:`support_reaction`), i.e. the
+        amplitudes of J at x plus those of J_r at x_r (eqs. 11-12 are linear in the impulse).
+
+    Returns
+    -------
+    a_amp : ndarray, shape (E, 3)
+        Linear acceleration amplitudes [m/s^2].
+    alpha_amp : ndarray, shape (E, 3)
+        Angular acceleration amplitudes [rad/s^2].
+
+    Raises
+    ------
+    InputError
+        On a non-positive or non-finite tau, non-finite impulses or points, or only one of the support arrays.
     """
     J = np.asarray(J_body, np.float64).reshape(-1, 3)
     r = np.asarray(x_minus_x0, np.float64).reshape(-1, 3)
@@ -142,7 +208,32 @@ def acceleration_amplitudes(J_body, x_minus_x0, mass, inertia, tau, *, support_p
 
 
 def body_accelerations(t, t0, tau, J_body, x_minus_x0, mass, inertia):
-    """a(t) (T, 3) [m/s^2] and alpha(t) (T, 3) [rad/s^2] of one impulse at times t (T,) [s] (eqs. 11-12)."""
+    """Body accelerations of one free-body impulse over time (eqs. 11-12).
+
+    Parameters
+    ----------
+    t : array_like, shape (T,)
+        Times [s].
+    t0 : float
+        Contact start [s].
+    tau : float
+        Contact duration [s].
+    J_body : array_like, shape (3,)
+        Impulse on the body [N s], body frame.
+    x_minus_x0 : array_like, shape (3,)
+        Contact point relative to the centre of mass [m], body frame.
+    mass : float
+        Mass [kg].
+    inertia : array_like, shape (3, 3)
+        Inertia about the centre of mass [kg m^2].
+
+    Returns
+    -------
+    a : ndarray, shape (T, 3)
+        Linear acceleration [m/s^2].
+    alpha : ndarray, shape (T, 3)
+        Angular acceleration [rad/s^2].
+    """
     a_amp, al_amp = acceleration_amplitudes(np.reshape(J_body, (1, 3)), np.reshape(x_minus_x0, (1, 3)),
                                             mass, inertia, np.reshape(tau, (1,)))
     S = half_sine(np.asarray(t, np.float64), float(t0), float(tau))
