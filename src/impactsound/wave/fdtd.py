@@ -282,8 +282,20 @@ def _split(n: int, parts: int) -> list[tuple[int, int]]:
 
 @dataclass
 class Grid:
-    """Uniform grid of n = (nx, ny, nz) cells of size dx [m]; cell (i, j, k) (1-based, ghosts at 0 and n+1) has its
-    centre at origin + (i - 0.5, j - 0.5, k - 0.5) dx. ``npml`` cells of each side are absorbing layer."""
+    """Uniform grid; cell (i, j, k) (1-based, ghosts at 0 and n+1) has its centre at
+    origin + (i - 0.5, j - 0.5, k - 0.5) dx.
+
+    Parameters
+    ----------
+    shape : tuple of int
+        Cells (nx, ny, nz), absorbing layer included.
+    dx : float
+        Cell size [m].
+    origin : ndarray, shape (3,), optional
+        Lower corner of cell (1, 1, 1) [m].
+    npml : int, optional
+        Cells of each side that are absorbing layer.
+    """
 
     shape: tuple[int, int, int]
     dx: float
@@ -291,20 +303,47 @@ class Grid:
     npml: int = DEFAULT_NPML
 
     def cell_centres(self, axis: int) -> np.ndarray:
-        """Centre coordinate along ``axis`` of padded index 0..n+1."""
+        """Cell-centre coordinates along one axis.
+
+        Parameters
+        ----------
+        axis : int
+            0, 1 or 2.
+
+        Returns
+        -------
+        ndarray, shape (n + 2,)
+            [m], for padded indices 0..n+1.
+        """
         n = self.shape[axis]
         return self.origin[axis] + (np.arange(n + 2) - 0.5) * self.dx
 
     @property
     def n_cells(self) -> int:
+        """nx ny nz."""
         return int(np.prod(self.shape))
 
     def memory_bytes(self, dtype=np.float32) -> int:
+        """Memory of an :class:`FDTDSolver` on this grid [bytes] (:func:`solver_bytes`)."""
         return solver_bytes(self.shape, self.npml, dtype)
 
 
 def solver_bytes(shape, npml: int, dtype=np.float32) -> int:
-    """Bytes of an FDTDSolver's arrays: p, vx, vy, vz and the CPML memory (face and cell layers on each axis)."""
+    """Bytes of an FDTDSolver's arrays: p, vx, vy, vz and the CPML memory (face and cell layers on each axis).
+
+    Parameters
+    ----------
+    shape : tuple of int
+        Grid cells (nx, ny, nz).
+    npml : int
+        Absorbing-layer cells per side.
+    dtype : dtype, optional
+        Field dtype.
+
+    Returns
+    -------
+    int
+    """
     nx, ny, nz = (int(n) + 2 for n in shape)
     layer = 2 * (2 * min(npml, nx // 2)) * ny * nz + 2 * (2 * min(npml, ny // 2)) * nx * nz \
         + 2 * (2 * min(max(npml, Z_LAYER_PAD), nz // 2)) * nx * ny
@@ -312,7 +351,23 @@ def solver_bytes(shape, npml: int, dtype=np.float32) -> int:
 
 
 def centred_grid(half_width: float, dx: float, npml: int = DEFAULT_NPML, centre=(0.0, 0.0, 0.0)) -> Grid:
-    """A cubic grid covering [-half_width, half_width]^3 around ``centre`` (plus the PML outside it)."""
+    """A cubic grid covering [-half_width, half_width]^3 around ``centre`` (plus the PML outside it).
+
+    Parameters
+    ----------
+    half_width : float
+        [m].
+    dx : float
+        Cell size [m].
+    npml : int, optional
+        Absorbing-layer cells per side.
+    centre : array_like, shape (3,), optional
+        [m].
+
+    Returns
+    -------
+    Grid
+    """
     n = int(math.ceil(2 * half_width / dx)) + 2 * npml
     origin = np.asarray(centre, float) - 0.5 * n * dx
     return Grid((n, n, n), dx, origin, npml)
@@ -393,9 +448,30 @@ class FDTDSolver:
     then either ``s.step(...)`` per step (reading ``s.receive()``), or ``s.run(n_steps, ...)``, which advances
     ``block_steps`` steps per pass over memory and records the receivers after every step.
 
-    threads: worker threads (default: the CPUs this process may use); block_steps: steps per pass (temporal
-    blocking; default 4). Neither changes the result: every cell is updated by the same arithmetic in any
-    schedule, so the fields are bit-identical for any thread count and block size."""
+    Neither ``threads`` nor ``block_steps`` changes the result: every cell is updated by the same arithmetic in
+    any schedule, so the fields are bit-identical for any thread count and block size.
+
+    Parameters
+    ----------
+    grid : Grid
+    c : float, optional
+        Speed of sound [m/s].
+    rho : float, optional
+        Air density [kg/m^3].
+    dt : float, optional
+        Time step [s] (default 0.99 of the Courant limit dx / (c sqrt(3))).
+    dtype : dtype, optional
+        float32 (default) or float64.
+    threads : int, optional
+        Worker threads (default :func:`~impactsound.parallel.default_threads`).
+    block_steps : int, optional
+        Steps per pass over memory (temporal blocking; default :data:`DEFAULT_BLOCK_STEPS`).
+
+    Raises
+    ------
+    SolverError
+        On a non-positive or unstable dt, or another dtype.
+    """
 
     def __init__(self, grid: Grid, c: float = AIR_C, rho: float = AIR_RHO, dt: float | None = None,
                  dtype=np.float32, threads: int | None = None, block_steps: int | None = None):
@@ -460,10 +536,17 @@ class FDTDSolver:
 
     @property
     def courant(self) -> float:
+        """Courant number c dt / dx (stable up to 1/sqrt(3))."""
         return self.c * self.dt / self.grid.dx
 
     def set_body(self, body: BodyBoundary) -> None:
-        """Rigid body faces (voxelize()); their velocity starts at 0 and follows step()/run()."""
+        """Set the rigid body; its face velocities start at 0 and follow :meth:`step` / :meth:`run`.
+
+        Parameters
+        ----------
+        body : BodyBoundary
+            From :func:`~impactsound.wave.voxel.voxelize` on this grid.
+        """
         self.body = body
         self.vb = np.zeros(len(body.faces), np.float64)
         nx = self.grid.shape[0]
@@ -477,7 +560,18 @@ class FDTDSolver:
         self._sptr = np.searchsorted(sol[:, 0], np.arange(nx + 3)).astype(np.int64)
 
     def set_receivers(self, points: np.ndarray) -> None:
-        """Receivers at world points (n, 3) [m], trilinearly interpolated from cell-centred pressure."""
+        """Set receivers, trilinearly interpolated from cell-centred pressure.
+
+        Parameters
+        ----------
+        points : ndarray, shape (n, 3)
+            World points [m] inside the grid interior.
+
+        Raises
+        ------
+        SolverError
+            If a receiver lies outside the grid interior.
+        """
         g = self.grid
         x = (np.asarray(points, float).reshape(-1, 3) - g.origin) / g.dx + 0.5   # padded cell index coordinate
         i0 = np.floor(x).astype(np.int64)
@@ -503,6 +597,13 @@ class FDTDSolver:
         self._rw = np.ascontiguousarray(np.column_stack([wx[o], fyz[o]]), dtype=np.float64)
 
     def receive(self) -> np.ndarray:
+        """Pressure at the receivers now.
+
+        Returns
+        -------
+        ndarray, shape (n,)
+            [Pa], float64.
+        """
         _sample(self.p, self._recv_idx, self._recv_w, self._recv_out)
         return self._recv_out.copy()
 
@@ -536,9 +637,14 @@ class FDTDSolver:
              source: tuple[np.ndarray, float] | None = None) -> None:
         """Advance one step.
 
-        body_velocity_increment: (n_faces,) dt * a(t^n) along each body face's axis [m/s], added to the body-face
-        velocity (dv_n/dt = a_n). source: (cell index (3,), volume-velocity rate Q [m^3/s] at t^{n+1/2}) for a
-        point monopole (adds rho c^2 dt Q / dx^3 to that cell's p)."""
+        Parameters
+        ----------
+        body_velocity_increment : ndarray, shape (n_faces,), optional
+            dt * a(t^n) along each body face's axis [m/s], added to the body-face velocity (dv_n/dt = a_n).
+        source : tuple, optional
+            (cell index (3,), volume-velocity rate Q [m^3/s] at t^{n+1/2}) of a point monopole (adds
+            rho c^2 dt Q / dx^3 to that cell's p).
+        """
         if self.body is not None and body_velocity_increment is not None:
             self.vb += body_velocity_increment
         vbl = self.vb[self._bperm].astype(self.dtype)[None, :]
@@ -558,14 +664,38 @@ class FDTDSolver:
     def run(self, n_steps: int, body_pattern: np.ndarray | None = None, body_scale: np.ndarray | None = None,
             source_cells: np.ndarray | None = None, source_rates: np.ndarray | None = None,
             progress=None, check_finite: bool = True) -> np.ndarray:
-        """Advance ``n_steps`` steps and return the receivers after each, (n_receivers, n_steps) float64.
+        """Advance several steps and record the receivers after each.
 
-        The body faces move with velocity body_pattern * body_scale[n] during step n (body_pattern: (n_faces,)
-        along each face's axis [m/s per unit]; body_scale: (n_steps,)), or with the sum of several such patterns,
-        body_scale[n] @ body_pattern (body_pattern (m, n_faces), body_scale (n_steps, m)); without them they keep
-        their current velocity. Point monopoles (as in step()): source_cells (n_src, 3) padded cell indices, source_rates
-        (n_steps, n_src) volume-velocity rates Q [m^3/s] at t^{n+1/2}. ``progress(fraction)`` is called after
-        each block. Raises SolverError if the receivers stop being finite (checked after each block)."""
+        The body faces move with velocity body_pattern * body_scale[n] during step n, or with the sum of several
+        such patterns, body_scale[n] @ body_pattern; without them they keep their current velocity.
+
+        Parameters
+        ----------
+        n_steps : int
+            Steps to run.
+        body_pattern : ndarray, shape (n_faces,) or (m, n_faces), optional
+            Velocity along each face's axis [m/s per unit].
+        body_scale : ndarray, shape (n_steps,) or (n_steps, m), optional
+            The pattern's scale per step.
+        source_cells : ndarray, shape (n_src, 3), optional
+            Padded cell indices of point monopoles (as in :meth:`step`).
+        source_rates : ndarray, shape (n_steps, n_src), optional
+            Their volume-velocity rates Q [m^3/s] at t^{n+1/2}.
+        progress : callable, optional
+            ``progress(fraction)``, called after each block.
+        check_finite : bool, optional
+            Check the receivers after each block.
+
+        Returns
+        -------
+        ndarray, shape (n_receivers, n_steps)
+            Pressure [Pa], float64.
+
+        Raises
+        ------
+        SolverError
+            On mismatched body arrays, or if the receivers stop being finite.
+        """
         n_steps = int(n_steps)
         nr = len(self._recv_idx)
         rec = np.zeros((nr, n_steps), np.float64)

@@ -89,10 +89,25 @@ def _fill(zs, counts, offsets, zbuf, solid):
 
 def inside_grid(vertices: np.ndarray, faces: np.ndarray, xs: np.ndarray, ys: np.ndarray,
                 zs: np.ndarray) -> tuple[np.ndarray, int]:
-    """Boolean (len(xs), len(ys), len(zs)): cell centres (xs[i], ys[j], zs[k]) [m] inside the closed mesh.
+    """Which cell centres (xs[i], ys[j], zs[k]) lie inside a closed mesh (module docstring).
 
-    xs, ys must be uniformly spaced. Returns (solid, n_odd_columns); n_odd_columns > 0 means some rays crossed
-    the surface an odd number of times (the surface is open or self-intersecting there)."""
+    Parameters
+    ----------
+    vertices, faces : ndarray
+        The closed mesh: (nv, 3) points [m] and (nf, 3) triangles (orientation does not matter).
+    xs, ys : ndarray
+        Uniformly spaced cell-centre coordinates along x and y [m] (one ray per (x, y) column).
+    zs : ndarray
+        Cell-centre coordinates along z [m].
+
+    Returns
+    -------
+    solid : ndarray of bool, shape (len(xs), len(ys), len(zs))
+        True inside.
+    n_odd_columns : int
+        Columns whose ray crossed the surface an odd number of times (open or self-intersecting there); those
+        columns are left empty.
+    """
     xs = np.ascontiguousarray(xs, np.float64)
     ys = np.ascontiguousarray(ys, np.float64)
     zs = np.ascontiguousarray(zs, np.float64)
@@ -117,11 +132,20 @@ def inside_grid(vertices: np.ndarray, faces: np.ndarray, xs: np.ndarray, ys: np.
 
 @dataclass
 class BodyBoundary:
-    """Voxelized rigid body: the solid cells next to air (``solid``) and the body faces between solid and air.
+    """Voxelized rigid body: the solid cells next to air and the body faces between solid and air.
 
-    faces: (n, 5) int64 rows (axis, i, j, k, sign): the face (i, j, k) along ``axis`` (the upper face of cell
-    (i, j, k)); sign +1: the air cell is the lower cell (i, j, k), -1: the upper one. centres: (n, 3) world
-    positions of the face centres [m]."""
+    Cell indices count the grid's cells from 1 (index 0 and n + 1 are a padding layer outside the grid).
+
+    Attributes
+    ----------
+    solid : ndarray of int64, shape (m, 3)
+        The solid cells that touch a body face (i, j, k).
+    faces : ndarray of int64, shape (n, 5)
+        Rows (axis, i, j, k, sign): the face along ``axis`` on the upper side of cell (i, j, k); sign +1: the air
+        cell is the lower cell (i, j, k), -1: the upper one.
+    centres : ndarray, shape (n, 3)
+        World positions of the face centres [m].
+    """
 
     solid: np.ndarray
     faces: np.ndarray
@@ -129,6 +153,7 @@ class BodyBoundary:
 
     @property
     def axis(self) -> np.ndarray:
+        """Axis (0, 1, 2) of each body face."""
         return self.faces[:, 0]
 
 
