@@ -59,7 +59,24 @@ def _json_default(o):
 
 
 def content_hash(*parts) -> str:
-    """sha256 hex digest of parameters: JSON-able values, NumPy arrays (by dtype, shape, bytes) and bytes."""
+    """sha256 hex digest of parameters.
+
+    Parameters
+    ----------
+    *parts
+        JSON-able values (sorted keys; arrays inside them by their own hash), NumPy arrays (by dtype, shape,
+        bytes) and bytes, in order.
+
+    Returns
+    -------
+    str
+        64 hex characters.
+
+    Raises
+    ------
+    TypeError
+        For a value that is none of these.
+    """
     h = hashlib.sha256()
     for p in parts:
         if isinstance(p, (bytes, bytearray)):
@@ -76,6 +93,17 @@ def content_hash(*parts) -> str:
 
 
 def hash_arrays(arrays: dict[str, np.ndarray]) -> str:
+    """sha256 over named arrays (names sorted; each by name, dtype, shape and bytes): an asset's ``data_hash``.
+
+    Parameters
+    ----------
+    arrays : dict of str to ndarray
+
+    Returns
+    -------
+    str
+        64 hex characters.
+    """
     h = hashlib.sha256()
     for name in sorted(arrays):
         a = np.ascontiguousarray(arrays[name])
@@ -86,6 +114,24 @@ def hash_arrays(arrays: dict[str, np.ndarray]) -> str:
 
 @dataclass
 class Asset:
+    """One asset in memory (module docstring).
+
+    Parameters
+    ----------
+    kind : str
+        What it holds, e.g. "modal_model".
+    arrays : dict of str to ndarray
+        Named arrays (SI units; the kind says which).
+    meta : dict, optional
+        JSON-able metadata (units, parameters).
+    inputs_hash : str, optional
+        Content hash of everything that produced it.
+    kind_version : int, optional
+        Layout version of the kind.
+    path : Path, optional
+        Where it was read from or written to (set by :func:`read_asset` / :func:`write_asset`).
+    """
+
     kind: str
     arrays: dict[str, np.ndarray]
     meta: dict = field(default_factory=dict)
@@ -103,7 +149,25 @@ def _package_version() -> str:
 
 
 def write_asset(path: str | os.PathLike, asset: Asset) -> Path:
-    """Write ``asset`` atomically to ``path`` (temporary file in the same folder, then rename)."""
+    """Write an asset atomically (temporary file in the same folder, then rename; module docstring).
+
+    Parameters
+    ----------
+    path : str or PathLike
+        Destination; its folder is created.
+    asset : Asset
+        What to write; its ``path`` is set to ``path``.
+
+    Returns
+    -------
+    Path
+        ``path``, now holding the asset.
+
+    Raises
+    ------
+    AssetError
+        If the folder cannot be created.
+    """
     import h5py
 
     path = Path(path)
@@ -171,6 +235,18 @@ def clean_stale_temporaries(folder, max_age_s: float = STALE_TMP_S) -> list[Path
     Only names that :func:`write_asset` makes are touched: one whose writer (this host, by pid) is gone, or any
     older than ``max_age_s`` (a writer on another host sharing the folder, or an earlier version's unnamed one).
     Errors (a file vanishing under a concurrent cleaner, permissions) are ignored: cleaning is best effort.
+
+    Parameters
+    ----------
+    folder : path-like
+        The folder to clean.
+    max_age_s : float, optional
+        Age [s] beyond which any such temporary is removed.
+
+    Returns
+    -------
+    list of Path
+        The removed files.
     """
     removed = []
     now = time.time()
@@ -200,10 +276,30 @@ def clean_stale_temporaries(folder, max_age_s: float = STALE_TMP_S) -> list[Path
 
 def read_asset(path: str | os.PathLike, kind: str, *, kind_version: int | None = None,
                inputs_hash: str | None = None) -> Asset:
-    """Read and verify an asset. Raises :class:`AssetError` naming the file and what is wrong.
+    """Read and verify an asset.
 
     Checks: readable HDF5, ``kind`` and versions match, the arrays hash to the stored ``data_hash`` (corruption),
     and, if given, ``inputs_hash`` matches (staleness).
+
+    Parameters
+    ----------
+    path : str or PathLike
+        The file.
+    kind : str
+        Expected kind.
+    kind_version : int, optional
+        Expected layout version (not checked when None).
+    inputs_hash : str, optional
+        Expected inputs hash (not checked when None).
+
+    Returns
+    -------
+    Asset
+
+    Raises
+    ------
+    AssetError
+        Naming the file and what is wrong.
     """
     import h5py
 
@@ -243,8 +339,15 @@ def read_asset(path: str | os.PathLike, kind: str, *, kind_version: int | None =
 def cache_dir() -> Path:
     """Folder for cached assets: $IMPACTSOUND_CACHE, else ~/.cache/impactsound; created if missing.
 
-    Raises :class:`AssetError` naming the variable when the path is a file or cannot be created or written, so
-    that callers can ask for it before long work rather than fail when they first save an asset.
+    Returns
+    -------
+    Path
+
+    Raises
+    ------
+    AssetError
+        Naming the variable when the path is a file or cannot be created or written, so that callers can ask for
+        it before long work rather than fail when they first save an asset.
     """
     env = os.environ.get("IMPACTSOUND_CACHE")
     p = Path(env).expanduser() if env else Path.home() / ".cache" / "impactsound"

@@ -15,6 +15,20 @@ from ..errors import InputError
 
 
 def normalisation_gain(mix: np.ndarray, peak: float = 10 ** (-1 / 20)) -> float:
+    """Gain that puts the loudest sample of a mix at ``peak``.
+
+    Parameters
+    ----------
+    mix : ndarray
+        Pressure [Pa], any shape.
+    peak : float, optional
+        Target peak in full-scale units (default -1 dBFS).
+
+    Returns
+    -------
+    float
+        Gain [1/Pa]; 1 for a silent (or empty) mix.
+    """
     m = float(np.max(np.abs(mix))) if mix.size else 0.0
     return peak / m if m > 0 else 1.0
 
@@ -50,8 +64,35 @@ def _zero_peak_timestamp(path: Path) -> None:
 
 def write_wav(path: str | Path, pressure_pa: np.ndarray, sample_rate: int, gain: float = 1.0,
               sidecar: dict | None = None) -> Path:
-    """Write ``pressure_pa`` (channels x samples, pascals) scaled by ``gain`` as float32 WAV, and
-    ``<path>.json`` with the scale (``pascals_per_unit``) and ``sidecar`` entries."""
+    """Write pressure scaled by ``gain`` as audio, and ``<path>.json`` with the scale and ``sidecar`` entries.
+
+    ``.wav`` is written as float32 (values above 1 kept; the PEAK chunk's time stamp zeroed so that equal renders
+    give equal bytes); ``.flac`` as 24-bit PCM, clipped to [-1, 1].
+
+    Parameters
+    ----------
+    path : str or Path
+        Output file, ``.wav`` or ``.flac``; its folder is created.
+    pressure_pa : ndarray, shape (channels, samples) or (samples,)
+        Pressure [Pa].
+    sample_rate : int
+        [Hz].
+    gain : float, optional
+        Scale applied before writing [1/Pa]; the sidecar stores pascals_per_unit = 1 / gain.
+    sidecar : dict, optional
+        Extra entries for the JSON sidecar (they override the defaults: sample_rate_hz, channels, samples,
+        pascals_per_unit, peak_pa, units).
+
+    Returns
+    -------
+    Path
+        ``path``.
+
+    Raises
+    ------
+    InputError
+        On another suffix or non-finite samples.
+    """
     import soundfile as sf
 
     path = Path(path)

@@ -8,7 +8,26 @@ import numpy as np
 
 def spectrogram_png(path: str | Path, pressure_pa: np.ndarray, sample_rate: int, title: str = "",
                     events_t: np.ndarray | None = None) -> Path:
-    """Save waveform (Pa) and spectrogram (dB re 20 uPa) of the first channel with labelled axes."""
+    """Save waveform and spectrogram of the first channel as a PNG with labelled axes.
+
+    Parameters
+    ----------
+    path : str or Path
+        Output PNG; its folder is created.
+    pressure_pa : ndarray, shape (channels, samples) or (samples,)
+        Pressure [Pa].
+    sample_rate : int
+        [Hz].
+    title : str, optional
+        Figure title.
+    events_t : ndarray, optional
+        Event times [s], marked on the waveform.
+
+    Returns
+    -------
+    Path
+        ``path``. The spectrogram is a PSD in dB re (20 uPa)^2/Hz, 90 dB range.
+    """
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -41,8 +60,25 @@ def spectrogram_png(path: str | Path, pressure_pa: np.ndarray, sample_rate: int,
 
 
 def transfer_png(path: str | Path, tm, mode: int, bem_samples: np.ndarray | None = None) -> Path:
-    """|p| [Pa per unit modal amplitude] over (theta, phi) on the first FFAT shell: the fitted map, and the
-    direct BEM samples side by side when given (transfer/precompute.py ``bem_shell_samples``)."""
+    """Plot |p| over (theta, phi) on the first FFAT shell: the fitted map, and the direct BEM samples side by side
+    when given.
+
+    Parameters
+    ----------
+    path : str or Path
+        Output PNG; its folder is created.
+    tm : TransferModel
+        The transfer (:class:`~impactsound.transfer.precompute.TransferModel`).
+    mode : int
+        Mode index.
+    bem_samples : ndarray, shape (T, 2T), optional
+        Direct BEM pressure on the same grid (:func:`~impactsound.transfer.precompute.bem_shell_samples`).
+
+    Returns
+    -------
+    Path
+        ``path``; colours are |p| [Pa per unit modal amplitude].
+    """
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -16,21 +16,48 @@ log = logging.getLogger("impactsound")
 
 
 class Progress:
-    """Reports stages and fractions. ``Progress(quiet=True)`` draws no bars (messages still go to the logger)."""
+    """Reports stages and fractions.
+
+    Parameters
+    ----------
+    quiet : bool, optional
+        Draw no bars and log no stage timings (:meth:`message` still logs).
+    stream : file-like, optional
+        Where bars go (default stderr).
+    """
 
     def __init__(self, quiet: bool = False, stream=None):
         self.quiet = quiet
         self.stream = stream or sys.stderr
 
     def message(self, text: str) -> None:
-        """A line for the user (INFO on the ``impactsound`` logger)."""
+        """A line for the user (INFO on the ``impactsound`` logger).
+
+        Parameters
+        ----------
+        text : str
+        """
         log.info(text)
 
     @contextmanager
     def stage(self, name: str, total: float | None = None):
-        """Context giving a callable ``update(fraction)``; prints a bar (tqdm) and the elapsed time.
+        """Context giving a callable ``update(fraction)``; unless quiet, draws a bar (tqdm) and logs the elapsed
+        time at the end.
 
-        ``update`` also takes a sub-stage name (str), shown next to the stage name (e.g. "eigensolve")."""
+        ``update`` also takes a sub-stage name (str), shown next to the stage name (e.g. "eigensolve").
+
+        Parameters
+        ----------
+        name : str
+            Stage name.
+        total : float, optional
+            Unused (fractions are in [0, 1]).
+
+        Yields
+        ------
+        callable
+            ``update(fraction or str)``; a no-op when quiet.
+        """
         t0 = time.perf_counter()
         if self.quiet:
             yield lambda fraction: None
