@@ -1,6 +1,7 @@
 """Linear-elastic stiffness and consistent mass on tetrahedra, P1 (4-node) and P2 (10-node).
 
-modal-sound.md sec. 1. Degrees of freedom are interleaved per node: dof = 3 * node + component (x, y, z).
+Standard isotropic linear-elastic finite elements (e.g. Hughes, "The Finite Element Method"). Degrees of freedom
+are interleaved per node: dof = 3 * node + component (x, y, z).
 
 Stiffness: K_e = ∫ B^T C B dV with the isotropic Voigt C (engineering shear strains). For isotropic C this
 product, written per pair of nodes (a, b) and components (i, j), is
@@ -8,9 +9,9 @@ product, written per pair of nodes (a, b) and components (i, j), is
 which is what is evaluated (no 6 x 3n B matrices are formed; the two are algebraically identical).
 - P1: gradients are constant, the integral is V times the integrand.
 - P2: gradients are linear on a straight tet, the integrand quadratic, so the 4-point rule (a, b, b, b) with
-  weights V/4 is exact (sec. 1).
-Mass: exact consistent scalar mass kron I_3; P1 rho V/20 (2 diagonal, 1 off); P2 the table of sec. 1 in units
-of rho V/420 (never row-lumped: P2 vertex row sums are negative).
+  weights V/4 is exact (it integrates quadratics exactly).
+Mass: exact consistent scalar mass kron I_3; P1 rho V/20 (2 diagonal, 1 off); P2 the exact table of
+:func:`_p2_scalar_mass_ref` in units of rho V/420 (never row-lumped: P2 vertex row sums are negative).
 
 Local P2 node order (VTK's quadratic tetra): vertices 0-3, then mid-edge nodes of edges
 (0,1), (1,2), (2,0), (0,3), (1,3), (2,3).
@@ -25,7 +26,7 @@ from ..errors import MeshError
 
 P2_EDGES = np.array([[0, 1], [1, 2], [2, 0], [0, 3], [1, 3], [2, 3]], dtype=np.int64)
 
-# 4-point rule, exact for quadratics on a tet (sec. 1): barycentric (a, b, b, b) and permutations, weight 1/4.
+# 4-point rule, exact for quadratics on a tet: barycentric (a, b, b, b) and permutations, weight 1/4.
 _QA, _QB = 0.5854101966249685, 0.1381966011250105
 QUAD4_BARY = np.full((4, 4), _QB) + np.eye(4) * (_QA - _QB)
 QUAD4_W = np.full(4, 0.25)
@@ -34,7 +35,8 @@ _CHUNK = 8192
 
 
 def _p2_scalar_mass_ref() -> np.ndarray:
-    """Exact P2 scalar mass matrix in units of rho V / 420 (modal-sound.md sec. 1 table)."""
+    """Exact P2 scalar mass matrix in units of rho V / 420: vertex-vertex 6 (same) / 1, vertex-edge -4 (the edge
+    touches the vertex) / -6, edge-edge 32 (same) / 16 (shared vertex) / 8 (opposite)."""
     m = np.zeros((10, 10))
     for a in range(4):
         for b in range(4):
@@ -83,7 +85,8 @@ def p2_nodes(nodes: np.ndarray, tets: np.ndarray) -> tuple[np.ndarray, np.ndarra
 
 
 def _p2_gradient_coeffs() -> np.ndarray:
-    """c[q, a, k]: grad N_a at quadrature point q = sum_k c[q,a,k] grad l_k (sec. 1 gradients)."""
+    """c[q, a, k]: grad N_a at quadrature point q = sum_k c[q,a,k] grad l_k (P2 gradients: (4 l_a - 1) grad l_a
+    for vertex a, 4 (l_i grad l_j + l_j grad l_i) for edge (i, j))."""
     c = np.zeros((4, 10, 4))
     for q in range(4):
         l = QUAD4_BARY[q]

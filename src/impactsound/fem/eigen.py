@@ -53,9 +53,10 @@ at its best tuning (block 8, basis 300, tol 1e-7: factor 2.7 s + Lanczos 4.4 s);
 COLAMD orders on the same matrix factor in 2.7 / 4.5 s against 2.0 s for ours, and solve slower (12 / 18 ms
 per vector); scipy's spsolve_triangular on SuperLU's L and U: 53-70 ms per vector;
 LOBPCG + smoothed-aggregation AMG (pyamg, rigid-body near-nullspace, 76-vector block, tol 1e-7): 51 s;
-ARPACK with a CHOLMOD factor (cholespy wheel: simplicial, ~5 s factor) only 1.3x (measured by the reporter of
-the issue). Not tried: a float32 factor with refinement (each refined solve is two single-precision solves plus
-a product with A, no cheaper than one double solve here), Pardiso (rejected as a dependency).
+ARPACK with a CHOLMOD factor (cholespy wheel: simplicial, ~5 s factor) only 1.3x (a measurement reported to the
+project, not repeated here). Not tried: a float32 factor with refinement (each refined solve is two
+single-precision solves plus a product with A, no cheaper than one double solve here), Pardiso (rejected as a
+dependency).
 """
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 Body frame: the mesh's own axes, origin moved to the centre of mass (so ``com`` is where that origin sits in the
 mesh file's coordinates). Mode shapes are mass-normalised (U^T M U = I) and sampled at the surface nodes, which is
-all that forcing (modal-sound.md sec. 4) and radiation (sec. 6) need.
+all that forcing (the modal force g_j = u_j(x) . f of a surface point load) and radiation (transfer/) need.
 """
 from __future__ import annotations
 
@@ -64,7 +64,7 @@ class ModalModel:
         """Mode shapes interpolated at surface points: (n_points, m, 3).
 
         face: (n,) face indices; bary: (n, 3) barycentric coordinates in that face. Linear (P1) or 6-node
-        quadratic (P2) triangle shape functions, i.e. the consistent point load of modal-sound.md sec. 4.
+        quadratic (P2) triangle shape functions, i.e. the consistent point load (g = U^T F for a point force F).
         """
         face = np.asarray(face, dtype=np.int64)
         l = np.asarray(bary, dtype=np.float64).reshape(-1, 3)

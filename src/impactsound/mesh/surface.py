@@ -1,7 +1,7 @@
 """Loading and checking closed surface meshes, and loading given volume meshes.
 
 A surface must bound one solid: finite coordinates, watertight, consistently wound with outward normals (positive
-volume), no degenerate faces, one body (each separate body adds 6 rigid modes, modal-sound.md sec. 1), sized in
+volume), no degenerate faces, one body (each separate body adds 6 rigid modes to the free-free modal analysis), sized in
 metres. Several closed shells that touch or overlap (a mug and its handle, the parts of a toy) form one solid: they
 pass here and are meshed as their union (fTetWild, see :func:`impactsound.mesh.tetra.tetrahedralize`). Shells
 that are apart are separate bodies and are refused. Self-intersections of one shell are not searched for here;

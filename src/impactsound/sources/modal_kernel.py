@@ -1,22 +1,28 @@
-"""Exact modal synthesis of half-sine impacts: compiled kernel (modal-sound.md sec. 4-5).
+"""Exact modal synthesis of half-sine impacts: compiled kernel.
+
+Modal sound of rigid-body impacts as in O'Brien, Shen & Gatchalian 2002, "Synthesizing sounds from rigid-body
+simulations", driven by the Hertz half-sine force of Chadwick, Zheng & James 2012, "Precomputed Acceleration
+Noise for Improved Rigid-Body Sound" (sec. 3, eqs. 6 and 10). The papers time-step the modes with Newmark
+schemes (the PAN paper at 192 kHz, sec. 5); the exact closed-form response below is the package's choice (no
+pitch error at any sample rate).
 
 Model. Mode j (angular frequency w_j [rad/s], damping ratio xi_j < 1) obeys
-    q_j'' + 2 xi_j w_j q_j' + w_j^2 q_j = g_j(t)                                              (sec. 3)
+    q_j'' + 2 xi_j w_j q_j' + w_j^2 q_j = g_j(t)                        (xi_j from the material, materials.py)
 and one impact event e (start t0_e, Hertz duration tau_e, modal impulse I_ej = u_j(x_e) . J_e [N s/sqrt(kg)])
 forces it with the half-sine g_j = G_ej sin(Omega_e u), 0 <= u = t - t0_e < tau_e, G_ej = pi I_ej / (2 tau_e),
-Omega_e = pi / tau_e (sec. 4, pan.md). With s_j = -xi_j w_j + i w_dj the response is q = Im Z,
-    Z(u) = (G/w_d) e^{s u} I(min(u, tau)),   I(T) = int_0^T e^{-s v} sin(Omega v) dv          (sec. 5, closed form)
+Omega_e = pi / tau_e (PAN paper eqs. 6 and 10). With s_j = -xi_j w_j + i w_dj the response is q = Im Z,
+    Z(u) = (G/w_d) e^{s u} I(min(u, tau)),   I(T) = int_0^T e^{-s v} sin(Omega v) dv          (closed form)
 which is exact for any tau versus the sample period. We evaluate I(T) without the removable singularity at
 s^2 + Omega^2 = 0 (xi = 0, w tau = pi) as
     I(T) = T [phi((s - i Omega) T) - phi((s + i Omega) T)] / (2 i),    phi(x) = (1 - e^{-x}) / x
-(phi by its Taylor series for |x| < 0.1), which equals sec. 5's [Omega - e^{-sT}(s sin + Omega cos)]/(s^2+Omega^2).
+(phi by its Taylor series for |x| < 0.1), which equals the usual [Omega - e^{-sT}(s sin + Omega cos)]/(s^2+Omega^2).
 
 Output. Per listener l, the kernel returns
     y_l(t) = sum_e sum_j sum_{k=0..3} c_k[e,l,j] q_ej^{(k)}(t - d_el),   c_k[e,l,j] = sum_f geom[e,l,k,f] basis[f,j]
 i.e. any combination of q, q', q'', q''' of every mode, each event with its own delay d_el [s] and weights (the
-compact radiation model of sec. 6a is one such combination, transfer/low_order.py). After contact (u >= tau),
+compact radiation model of transfer/low_order.py is one such combination). After contact (u >= tau),
 q^{(k)} = Im(s^k Z), so the weights fold into one complex number per mode, W = sum_k c_k s^k, and every listener
-keeps one complex one-pole state per mode (sec. 5, complex one-pole form):
+keeps one complex one-pole state per mode:
     Z_{n+1} = p Z_n,  p = e^{s dt};  at the first sample n with u_n >= tau add W (G/w_d) I(tau) e^{s u_n};
     y[n] = sum_j Im Z_j[n].
 During contact (u in [0, tau), a few samples) the forced terms are added directly from the closed form:
@@ -31,9 +37,9 @@ concurrent calls from several threads, OpenMP was seen to stall under its defaul
 lets LLVM vectorise the sum over modes; the summation order is fixed by the compiled code, so a given machine
 reproduces its samples exactly (another CPU with other vector widths may differ in the last bits).
 
-Mode cut-off (sec. 8.6): with ``cutoff_db`` a work item stops updating once every injection it holds has decayed
-by that many dB (time ln(10^{dB/20}) / sigma_j for its slowest mode), its state is zeroed, and it skips ahead to
-its next injection.
+Mode cut-off (the package's choice): with ``cutoff_db`` a work item stops updating once every injection it holds
+has decayed by that many dB (time ln(10^{dB/20}) / sigma_j for its slowest mode), its state is zeroed, and it
+skips ahead to its next injection.
 """
 from __future__ import annotations
 
@@ -95,7 +101,7 @@ def _run_item_block(b0, b1, zr, zi, pr, pim, sr, si, wd, j0, l, order_l, ninj_l,
     F = geom.shape[3]
     n = b0
     while n < b1:
-        # injections due at sample n (sec. 5: add W A e^{s u_n} once u_n >= tau)
+        # injections due at sample n (module docstring: add W A e^{s u_n} once u_n >= tau)
         ptr = state[0]
         while ptr < n_ev and ninj_l[order_l[ptr]] == n:
             e = order_l[ptr]
@@ -333,8 +339,8 @@ def synthesize(omega, xi, t0, tau, impulse, delay, geom, basis, sample_rate: flo
         return out
 
     dt = 1.0 / fs
-    wd = omega * np.sqrt(1.0 - xi**2)                              # w_d = w sqrt(1 - xi^2)   (sec. 3)
-    s = -xi * omega + 1j * wd                                      # pole s_j               (sec. 5)
+    wd = omega * np.sqrt(1.0 - xi**2)                              # w_d = w sqrt(1 - xi^2)
+    s = -xi * omega + 1j * wd                                      # pole s_j (module docstring)
     p = np.exp(s * dt)                                             # p = e^{s dt}
     sr, si, pr, pim = s.real.copy(), s.imag.copy(), p.real.copy(), p.imag.copy()
 
@@ -353,7 +359,7 @@ def synthesize(omega, xi, t0, tau, impulse, delay, geom, basis, sample_rate: flo
     if cutoff_db is None or not np.isfinite(cutoff_db):
         alive = [int(_NEVER)] * len(chunks)
     else:
-        sigma = xi * omega                                         # decay rate sigma_j = xi_j w_j (sec. 3)
+        sigma = xi * omega                                         # decay rate sigma_j = xi_j w_j
         T = np.log(10.0 ** (float(cutoff_db) / 20.0)) / np.where(sigma > 0, sigma, np.nan)
         alive = []
         for a, b in chunks:
