@@ -34,7 +34,17 @@ class SchedulerError(InputError):
 
 
 class SchedulerUnreachable(SchedulerError):
-    """No Dask scheduler answered at the address (the case ``fallback_local`` covers)."""
+    """No Dask scheduler answered at the address (the case ``fallback_local`` covers).
+
+    Parameters
+    ----------
+    address : str
+        The scheduler address.
+    reason : str
+        What happened (first line of the message).
+    hint : str
+        What to do about it (rest of the message).
+    """
 
     def __init__(self, address: str, reason: str, hint: str):
         super().__init__(f"{reason}; {hint}")

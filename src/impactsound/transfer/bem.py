@@ -221,7 +221,18 @@ class BemSolution:
     residual: float
 
     def evaluate(self, points: np.ndarray) -> np.ndarray:
-        """Exterior pressure at ``points``; see the module-level :func:`evaluate`."""
+        """Exterior pressure at points (the module-level :func:`evaluate`).
+
+        Parameters
+        ----------
+        points : ndarray, shape (n, 3)
+            Points outside the surface [m].
+
+        Returns
+        -------
+        ndarray of complex, shape (n,)
+            p [Pa].
+        """
         return evaluate(self, points)
 
 

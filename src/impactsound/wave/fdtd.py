@@ -324,7 +324,18 @@ class Grid:
         return int(np.prod(self.shape))
 
     def memory_bytes(self, dtype=np.float32) -> int:
-        """Memory of an :class:`FDTDSolver` on this grid [bytes] (:func:`solver_bytes`)."""
+        """Memory of an :class:`FDTDSolver` on this grid (:func:`solver_bytes`).
+
+        Parameters
+        ----------
+        dtype : dtype, optional
+            float32 (default) or float64.
+
+        Returns
+        -------
+        int
+            Bytes of p, v and the CPML memory.
+        """
         return solver_bytes(self.shape, self.npml, dtype)
 
 

@@ -372,7 +372,15 @@ class PANField:
         return int(self.q.shape[4])
 
     def angles(self):
-        """The grid angles (theta, phi) [rad], as :func:`direction_angles`."""
+        """The grid angles, as :func:`direction_angles`.
+
+        Returns
+        -------
+        theta : ndarray, shape (n_theta,)
+            [rad].
+        phi : ndarray, shape (n_phi,)
+            [rad].
+        """
         return direction_angles(self.n_theta, self.n_phi)
 
     # ---- evaluation (checks, plots) -----------------------------------------------------------------------
