@@ -14,7 +14,8 @@ Table of contents (pipeline order):
 - sources: the registry (:class:`SourceKind`, :func:`register`, :func:`available_sources`; docs/sources.md);
   built-ins ``modal`` (``impactsound.sources.modal.ModalSource``, and :func:`strike` for one strike) and
   ``acceleration_noise`` (``impactsound.sources.pan.PANSource``)
-- transfer: FFAT maps from FDTD or BEM (``impactsound.transfer``), compact radiation (``transfer.low_order``)
+- transfer: :func:`transfer_model` (FFAT maps from FDTD or BEM, cached; ``impactsound.transfer``), compact
+  radiation (``transfer.low_order``)
 - pipeline: :func:`render_scene` -> :class:`RenderResult` (``.save`` writes WAV, stems and a spectrogram)
 - io: WAV + sidecar (``impactsound.io.audio``), spectrogram PNG (``impactsound.io.plot``), runtime export of a
   modal bank as JSON or Faust (``impactsound.io.export``)
@@ -30,12 +31,13 @@ from .fem.modal import modal_analysis
 from .fem.model import ModalModel
 from .materials import Material, get_material, make_material, material_table
 from .pipeline import RenderResult, render_scene
-from .scene import Scene, load_scene
+from .scene import Air, Scene, load_scene
 from .sources.base import Source
-from .sources.modal import strike
+from .sources.modal import strike, transfer_model
 from .sources.registry import SourceKind, register
 from .sources.registry import available as available_sources
 
-__all__ = ["ContactStage", "EventLog", "ImpactSoundError", "Material", "ModalModel", "RawContacts", "RenderResult",
+__all__ = ["Air", "ContactStage", "EventLog", "ImpactSoundError", "Material", "ModalModel", "RawContacts", "RenderResult",
            "Scene", "Source", "SourceKind", "available_sources", "clean_contacts", "contact_stage", "get_material",
-           "load_scene", "make_material", "material_table", "modal_analysis", "register", "render_scene", "strike"]
+           "load_scene", "make_material", "material_table", "modal_analysis", "register", "render_scene", "strike",
+           "transfer_model"]

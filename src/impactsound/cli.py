@@ -373,7 +373,7 @@ def pan_info(asset: Path, as_json):
 
 @cli.group()
 def transfer():
-    """Per-mode acoustic transfer: exterior BEM solves fitted as FFAT maps (harmonic-shells.txt sec. 4)."""
+    """Per-mode acoustic transfer: exterior BEM solves fitted as FFAT maps (Chadwick, An & James 2009, sec. 4)."""
 
 
 @transfer.command("precompute")

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from .constants import V_MIN
-from .dynamics.events import EventLog
+from .dynamics.events import EventLog, EventLogWarning
 from .io.progress import QUIET, Progress
 from .mix import mix_stems
 from .scene.model import Scene
@@ -114,19 +114,15 @@ def scene_events(scene: Scene, progress: Progress = QUIET, *, allow_implausible:
     empty log renders silence with an ``EmptyEventLogWarning``."""
     if scene.event_log:
         import warnings
-        from pathlib import Path
 
         from .dynamics.events import CSV_ROW_BASE, EmptyEventLogWarning
-        from .dynamics.plausibility import check_event_log
         log = EventLog.load(scene.event_log, scene.body_names)
         if len(log) == 0:
             warnings.warn(f"{scene.event_log}: the event log has no events (only a header): the render is silent",
                           EmptyEventLogWarning, stacklevel=2)
         npz = Path(scene.event_log).suffix.lower() == ".npz"
-        check_event_log(log, scene.bodies, scene.duration, ground_enabled=scene.ground.enabled,
-                        ground_height=scene.ground.height, source=str(scene.event_log),
-                        row_base=0 if npz else CSV_ROW_BASE, npz=npz, allow_implausible=allow_implausible)
-        _fill_missing_poses(log, scene)
+        log = checked_events(log, scene, source=str(scene.event_log), row_base=0 if npz else CSV_ROW_BASE, npz=npz,
+                             allow_implausible=allow_implausible)
         return log
     from .dynamics import simulate
     with progress.stage(f"dynamics ({len(scene.bodies)} bodies, {scene.duration:g} s)") as update:
@@ -134,17 +130,56 @@ def scene_events(scene: Scene, progress: Progress = QUIET, *, allow_implausible:
                         scene.timestep, progress=update)
 
 
-def _fill_missing_poses(log: EventLog, scene: Scene) -> None:
+def checked_events(log: EventLog, scene: Scene, *, source: str = "events", row_base: int = 0,
+                   npz: bool = True, allow_implausible: bool = False) -> EventLog:
+    """A user's events made safe to render: checked against the scene (dynamics/plausibility.py: times within the
+    duration, impulses within what the masses and speeds allow, points on the bodies, impulses pushing apart,
+    ground present; an :class:`InputError`, or with ``allow_implausible`` an ``ImplausibleEventWarning``), and body
+    poses the log does not give taken from the scene (a copy; ``log`` is not changed)."""
+    from .dynamics.plausibility import check_event_log
+    if log.body_names and list(log.body_names) != scene.body_names:
+        from .errors import InputError
+        raise InputError(f"{source}: the events name bodies {list(log.body_names)} but the scene has "
+                         f"{scene.body_names}; build the events for this scene's bodies, in its order")
+    log = log.select(np.ones(len(log), bool))
+    check_event_log(log, scene.bodies, scene.duration, ground_enabled=scene.ground.enabled,
+                    ground_height=scene.ground.height, source=source, row_base=row_base, npz=npz,
+                    allow_implausible=allow_implausible)
+    _fill_missing_poses(log, scene, source, row_base)
+    return log
+
+
+class MissingPoseWarning(EventLogWarning):
+    """An event without a logged body pose is rendered at the body's scene pose, far from where it hit."""
+
+
+def _fill_missing_poses(log: EventLog, scene: Scene, source: str = "events", row_base: int = 0) -> None:
     """Imported logs may omit body poses: bodies are then taken at their initial scene pose (documented in
-    docs/event-log.md)."""
+    docs/event-log.md). Where that pose puts the contact point farther from the body's surface than the
+    plausibility tolerance, the radiation geometry would be wrong without a word: warn, naming the first row."""
+    import warnings
+
+    from .dynamics.plausibility import POINT_TOL_ABS, POINT_TOL_REL, _surface_distance
+    from .rotation import quat_to_matrix
     for side in ("a", "b"):
         ids = getattr(log, side)
         pos, quat = getattr(log, f"pos_{side}"), getattr(log, f"quat_{side}")
         missing = ~np.isfinite(pos).all(axis=1) & (ids >= 0)
         for i in np.unique(ids[missing]):
-            sel = missing & (ids == i)
-            pos[sel] = scene.bodies[i].position
-            quat[sel] = scene.bodies[i].quaternion
+            sel = np.flatnonzero(missing & (ids == i))
+            body = scene.bodies[i]
+            pos[sel] = body.position
+            quat[sel] = body.quaternion
+            R = quat_to_matrix(body.quaternion)[0]
+            d = _surface_distance(body, (log.point[sel] - body.position) @ R)
+            tol = max(POINT_TOL_ABS, POINT_TOL_REL * float(np.linalg.norm(body.mesh.extents)))
+            far = np.flatnonzero(d > tol)
+            if len(far):
+                r = int(sel[far[0]])
+                warnings.warn(f"{source}: {len(far)} events give no pose for body {body.name!r} (first: row "
+                              f"{r + row_base}, t = {log.t[r]:.4g} s) and its scene pose puts the contact point {d[far[0]]:.3g} m "
+                              f"from its surface: it radiates from the wrong place. Log the body poses (pos_{side}/"
+                              f"quat_{side}; CSV columns {side}x..{side}qz)", MissingPoseWarning, stacklevel=3)
 
 
 def render_scene(scene: Scene | str | Path | dict, progress: Progress = QUIET, events: EventLog | None = None, *,
@@ -158,7 +193,8 @@ def render_scene(scene: Scene | str | Path | dict, progress: Progress = QUIET, e
     progress : Progress
         Progress reporting (the CLI's bars); silent by default.
     events : EventLog, optional
-        Contact events to render instead of the scene's (dynamics or its event log).
+        Contact events to render instead of the scene's (dynamics or its event log); checked against the scene
+        and completed as a scene's event log is (:func:`checked_events`).
     allow_implausible : bool
         Render a user event log that fails the plausibility checks (warnings instead of an error; see
         :func:`scene_events`).
@@ -181,6 +217,8 @@ def render_scene(scene: Scene | str | Path | dict, progress: Progress = QUIET, e
     kinds = [registry.get(k, where=scene.path) for k in scene.sources]
     if events is None:
         events = scene_events(scene, progress, allow_implausible=allow_implausible)
+    else:
+        events = checked_events(events, scene, allow_implausible=allow_implausible)
     # Contacts slower than v_min are static contact, not collisions (Chadwick, Zheng & James 2012, sec. 4.3).
     slow = events.vn < V_MIN
     if slow.any():

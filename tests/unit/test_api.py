@@ -23,7 +23,7 @@ TOP = [0.07, 0.0, 0.006]             # on the top face (z = +6 mm)
 
 
 def test_strike_rings_at_the_model_frequencies(bar):
-    y = isd.strike(bar, TOP, 0.01, [0.0, 0.0, 1.0], duration=0.5)[0]
+    y = isd.strike(bar, TOP, 0.01, [0.0, 0.0, 1.0], duration=0.5, transfer="low_order")[0]
     spec = np.abs(np.fft.rfft(y * np.hanning(len(y))))
     f = np.fft.rfftfreq(len(y), 1 / 48000)
     peak = f[np.argmax(spec)]
@@ -37,7 +37,7 @@ def test_strike_far_field_is_linear_in_the_impulse_and_falls_as_1_over_r_with_de
     contact time is held fixed."""
     d = np.array([0.3, -0.4, 0.866])
     d /= np.linalg.norm(d)
-    kw = dict(duration=0.3, tau=50e-6)
+    kw = dict(duration=0.3, tau=50e-6, transfer="low_order")
     shift = 5600                                             # samples: r2 - r1 = shift c / fs = 40.04 m
     r1, r2 = 40.0, 40.0 + shift * C / 48000
     y1 = isd.strike(bar, TOP, 0.01, r1 * d, **kw)[0]
@@ -49,6 +49,16 @@ def test_strike_far_field_is_linear_in_the_impulse_and_falls_as_1_over_r_with_de
     assert np.max(np.abs(y2[shift:] - ref)) < 0.01 * np.abs(ref).max()
     arrive = int(r2 / C * 48000)                             # nothing before the sound arrives at r2 / c
     assert not np.any(y2[:arrive - 1]) and np.any(y2[arrive - 1:arrive + 48])
+
+
+def test_strike_radiates_with_the_accurate_transfer_by_default(bar, monkeypatch):
+    """Defaults are what users hear: strike() asks for the FDTD FFAT maps ("auto") unless told otherwise."""
+    import impactsound.sources.modal as modal
+    asked = []
+    monkeypatch.setattr(modal, "transfer_model", lambda model, method, **kw: (asked.append(method), (None, ""))[1])
+    isd.strike(bar, TOP, 0.01, [0.0, 0.0, 1.0], duration=0.01)
+    isd.strike(bar, TOP, 0.01, [0.0, 0.0, 1.0], duration=0.01, transfer="low_order")
+    assert asked == ["auto", "low_order"]
 
 
 def test_strike_refuses_bad_input(bar):
@@ -92,3 +102,25 @@ def test_save_warns_through_logging_when_silent(tmp_path, caplog):
     with caplog.at_level(logging.WARNING, logger="impactsound"):
         res.save(tmp_path / "quiet.wav")
     assert any("is silent" in r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
+
+
+def test_render_scene_checks_given_events_like_a_scene_event_log():
+    """Events handed to render_scene are checked and completed as a scene's event log is: a log without poses is
+    rendered at the bodies' scene poses, and where that puts the contact far from the body a warning says so (it
+    used to render silently from the wrong place); an implausible log is refused."""
+    scene = isd.load_scene(_scene_dict())
+    res = isd.render_scene(scene)
+    ev = res.events.select(np.ones(len(res.events), bool))
+    assert len(ev) > 0
+    for side in ("a", "b"):
+        getattr(ev, f"pos_{side}")[:] = np.nan
+        getattr(ev, f"quat_{side}")[:] = np.nan
+    from impactsound.pipeline import MissingPoseWarning
+    with pytest.warns(MissingPoseWarning, match=r"no pose for body 'bar' .* from its surface"):
+        out = isd.render_scene(scene, events=ev)
+    assert np.isfinite(out.mix).all()
+    big = ev.select(np.ones(len(ev), bool))
+    big.impulse[:] *= 1e4                                    # 10^4 times what the masses and speeds allow
+    with pytest.raises(InputError, match="impulse"):
+        isd.render_scene(scene, events=big)
+    assert np.array_equal(isd.render_scene(scene, events=res.events).mix, res.mix)   # a good log renders the same

@@ -298,6 +298,7 @@ class EventLog:
             ``path``.
         """
         path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
         if path.suffix.lower() == ".npz":
             np.savez(path, **{f.name: getattr(self, f.name) for f in fields(self) if f.name != "body_names"},
                      body_names=np.array(self.body_names, dtype=str))

@@ -1,15 +1,15 @@
 """Modal sound: linear vibration modes of each body, struck by Hertz half-sine impacts, radiated to the listeners.
 
 Per object with a modal model (O'Brien, Shen & Gatchalian 2002, "Synthesizing sounds from rigid-body
-simulations", sec. 3-5; Chadwick, Zheng & James 2012, "Precomputed Acceleration Noise", sec. 3 for the contact
+simulations"; Chadwick, Zheng & James 2012, "Precomputed Acceleration Noise", sec. 3 for the contact
 time):
 
 1. Contact quantities of each event (body-frame point, impulse, Hertz contact time tau) come from the shared
    contact stage (contact/stage.py), measured on the modal model's surface.
 2. Modal impulses I_j = u_j(x) . J use the model's own shape functions at the contact point (``shapes_at``).
 3. Modes above min(20 kHz, 0.45 f_s) and overdamped ones (xi >= 1) are dropped.
-4. Radiation: FFAT maps where the body has them (James, Barbic & Pai 2006, "Precomputed acoustic transfer",
-   sec. 4; from FDTD or BEM, transfer/), else the compact monopole + dipole model (transfer/low_order.py), with
+4. Radiation: FFAT maps where the body has them (Chadwick, An & James 2009, "Harmonic Shells", sec. 4; from FDTD
+   or BEM, transfer/), else the compact monopole + dipole model (transfer/low_order.py), with
    the listener taken into the body frame at each event's t0. Choice: each event's ringing radiates with the pose
    and propagation delay r/c of its own impact for its whole decay (as PAN synthesises each impulse in the pose
    at its t0). This is exact for bodies at rest between impacts and introduces no clicks from pose switches; a
@@ -182,7 +182,7 @@ class ModalSource:
         return y
 
     def _render_ffat(self, tm, modes, f, xi, t0, tau, imp, xl_b, fs, n_samples, name):
-        """Modes radiated by FFAT maps, phase-correct form of modal-sound.md sec. 6d: with P_j = p_j(x) e^{-ikr}
+        """Modes radiated by FFAT maps, phase-correct form (FFAT maps, Chadwick, An & James 2009, sec. 4): with P_j = p_j(x) e^{-ikr}
         (e^{-i w t}), p(t) = sum_j Re(P_j) q_j(t - r/c) - Im(P_j) q_j'(t - r/c) / w_j. The per-(event, mode)
         weights fold into the modal impulses (the response is linear in them): one synthesis for the q terms and
         one for the q' terms per listener."""
@@ -253,6 +253,65 @@ def modal_models(scene, progress=QUIET) -> dict:
     return models
 
 
+def transfer_model(model, method: str = "auto", *, air=None, max_modes: int = 20, progress=QUIET,
+                   name: str = "object"):
+    """The radiation of a modal model's modes, from the cache or computed (cached by content hash).
+
+    Parameters
+    ----------
+    model : ModalModel
+        The object's modes.
+    method : {"auto", "ffat", "low_order"}
+        "auto": FFAT maps of every mode from grouped FDTD solves (the default: accurate, ~1 min for a 20 cm bar
+        the first time); "ffat": BEM FFAT maps of the first ``max_modes`` modes (the reference; slow);
+        "low_order": the compact monopole + dipole model (approximate: free-body bending and torsion modes have
+        vanishing low-order moments and come out tens of dB too quiet).
+    air : Air, optional
+        Speed of sound and density (default 343.2 m/s, 1.2041 kg/m^3).
+    max_modes : int
+        Modes given BEM maps with "ffat".
+    progress : Progress
+        Progress bars for the solves.
+    name : str
+        The object's name, for progress messages.
+
+    Returns
+    -------
+    tuple
+        (TransferModel, or None for "low_order" or a model without modes; a description of the radiation used).
+    """
+    from ..assets import cache_dir
+    from ..scene.model import Air
+    from ..transfer.precompute import TransferModel, TransferSettings, run_transfer, transfer_inputs_hash
+    air = air or Air()
+    low = "low_order (monopole + dipole; approximate)"
+    if method not in ("auto", "ffat", "low_order"):
+        raise InputError(f"transfer method {method!r}: use 'auto', 'ffat' or 'low_order'")
+    if not model.n_modes or method == "low_order":
+        return None, low
+    if method == "auto":
+        from ..transfer.fdtd_transfer import FDTDTransferSettings, plan, run_fdtd_transfer
+        from ..transfer.fdtd_transfer import transfer_inputs_hash as fdtd_hash
+        from ..transfer.precompute import model_surface
+        settings = FDTDTransferSettings(c=air.c, rho=air.rho)
+        path = cache_dir() / f"fdtd-{fdtd_hash(model, settings)[:32]}.h5"
+        if not path.is_file():
+            v, f, _ = model_surface(model)
+            pl = plan(v, f, model.frequencies_hz, settings)
+            with progress.stage(f"FDTD transfer of {name} ({model.n_modes} modes, {len(pl.groups)} runs, "
+                                f"grid {'x'.join(map(str, pl.grid.shape))})") as update:
+                run_fdtd_transfer(model, settings, out=path, progress=update)
+        tm = TransferModel.load(path, model)
+        return tm, f"fdtd_ffat (FFAT maps from FDTD, all {tm.n_modes} modes)"
+    settings = TransferSettings(max_modes=max_modes, c=air.c, rho=air.rho)
+    path = cache_dir() / f"ffat-{transfer_inputs_hash(model, settings)[:32]}.h5"
+    if not path.is_file():
+        with progress.stage(f"BEM transfer of {name} ({min(model.n_modes, max_modes)} modes)") as update:
+            run_transfer(model, settings, out=path, progress=update)
+    tm = TransferModel.load(path, model)
+    return tm, f"bem_ffat (BEM FFAT maps) for the first {tm.n_modes} modes, low_order for the rest"
+
+
 def transfer_models(scene, models: dict, progress=QUIET) -> tuple[dict, dict]:
     """Acoustic transfer of each body's modal model.
 
@@ -269,7 +328,7 @@ def transfer_models(scene, models: dict, progress=QUIET) -> tuple[dict, dict]:
     """
     from ..assets import cache_dir
     from ..errors import AssetError
-    from ..transfer.precompute import TransferModel, TransferSettings, run_transfer, transfer_inputs_hash
+    from ..transfer.precompute import TransferModel
     opt = scene.options["modal"]
     out, used = {}, {}
     given = {b.name: b.transfer_asset for b in scene.bodies}
@@ -288,33 +347,11 @@ def transfer_models(scene, models: dict, progress=QUIET) -> tuple[dict, dict]:
             used[name] = f"ffat_file ({given[name]}) for the first {out[name].n_modes} modes, low_order for the rest"
             progress.message(f"  {name}: radiation {used[name]}")
             continue
-        if opt.transfer == "low_order":
-            progress.message(f"  {name}: radiation {used[name]} (modal asset {modal_path})")
-            continue
-        if opt.transfer == "auto":
-            from ..transfer.fdtd_transfer import FDTDTransferSettings, plan, run_fdtd_transfer
-            from ..transfer.fdtd_transfer import transfer_inputs_hash as fdtd_hash
-            from ..transfer.precompute import model_surface
-            settings = FDTDTransferSettings(c=scene.air.c, rho=scene.air.rho)
-            path = cache_dir() / f"fdtd-{fdtd_hash(model, settings)[:32]}.h5"
-            if not path.is_file():
-                v, f, _ = model_surface(model)
-                pl = plan(v, f, model.frequencies_hz, settings)
-                with progress.stage(f"FDTD transfer of {name} ({model.n_modes} modes, {len(pl.groups)} runs, "
-                                    f"grid {'x'.join(map(str, pl.grid.shape))})") as update:
-                    run_fdtd_transfer(model, settings, out=path, progress=update)
-            out[name] = TransferModel.load(path, model)
-            used[name] = f"fdtd_ffat (FFAT maps from FDTD, all {out[name].n_modes} modes)"
-            progress.message(f"  {name}: radiation {used[name]} (modal asset {modal_path})")
-            continue
-        settings = TransferSettings(max_modes=opt.transfer_max_modes, c=scene.air.c, rho=scene.air.rho)
-        path = cache_dir() / f"ffat-{transfer_inputs_hash(model, settings)[:32]}.h5"
-        if not path.is_file():
-            n = min(model.n_modes, opt.transfer_max_modes)
-            with progress.stage(f"BEM transfer of {name} ({n} modes)") as update:
-                run_transfer(model, settings, out=path, progress=update)
-        out[name] = TransferModel.load(path, model)
-        used[name] = f"bem_ffat (BEM FFAT maps) for the first {out[name].n_modes} modes, low_order for the rest"
+        tm, how = transfer_model(model, opt.transfer, air=scene.air, max_modes=opt.transfer_max_modes,
+                                 progress=progress, name=name)
+        if tm is not None:
+            out[name] = tm
+            used[name] = how
         progress.message(f"  {name}: radiation {used[name]} (modal asset {modal_path})")
     return out, used
 
@@ -351,12 +388,13 @@ SOURCE = register(SourceKind(
 
 # ---- the simplest use ---------------------------------------------------------------------------------------------
 def strike(model, point, impulse, listener, *, duration: float = 1.0, sample_rate: int = 48000,
-           tau: float | None = None, transfer=None, air=None) -> np.ndarray:
+           tau: float | None = None, transfer="auto", air=None, progress=QUIET) -> np.ndarray:
     """The sound of one strike on a free object: pressure [Pa] at the listener(s).
 
     The object floats at rest with its centre of mass at the origin and its mesh axes as the world axes (the
     modal model's body frame); it is struck at ``point`` at t = 0 and rings for ``duration``. The modal response
-    and radiation are those of :class:`ModalSource` (compact monopole + dipole, or FFAT maps with ``transfer``).
+    and radiation are those of :class:`ModalSource`, with the radiation of :func:`transfer_model` (by default FFAT
+    maps of every mode from FDTD solves, computed once per model and cached).
 
     Parameters
     ----------
@@ -376,10 +414,14 @@ def strike(model, point, impulse, listener, *, duration: float = 1.0, sample_rat
         Contact duration [s]. Default: the Hertz time (Chadwick, Zheng & James 2012, eq. 7) of the object's
         surface against a rigid plane at the normal speed the impulse gives the contact point,
         V = |J . n| / m_eff (m_eff the object's effective mass there).
-    transfer : TransferModel, optional
-        FFAT maps for the model's first modes (``impactsound transfer precompute``); the compact model otherwise.
+    transfer : {"auto", "ffat", "low_order"} or TransferModel
+        The radiation: a method of :func:`transfer_model` ("auto", the default, is accurate; "low_order" is fast
+        but tens of dB too quiet for bending modes), or FFAT maps already made (``impactsound transfer
+        precompute``).
     air : Air, optional
         Speed of sound and density (default 343.2 m/s, 1.2041 kg/m^3).
+    progress : Progress
+        Progress bars for a transfer computed here.
 
     Returns
     -------
@@ -429,6 +471,8 @@ def strike(model, point, impulse, listener, *, duration: float = 1.0, sample_rat
                 position=np.zeros(3))
     ev = EventLog(t=[0.0], a=[GROUND], b=[0], point=x[None], normal=-n_out[None], impulse=J[None],
                   vn=[max(vn, 1e-9)], pos_b=np.zeros((1, 3)), quat_b=np.array([[1.0, 0, 0, 0]]), body_names=["object"])
+    if isinstance(transfer, str):
+        transfer, _ = transfer_model(model, transfer, air=air, progress=progress)
     src = ModalSource([body], {"object": model}, None, air, transfers={"object": transfer} if transfer else None)
     stage = src.contacts(ev)
     bc = stage.of(0)

@@ -323,7 +323,7 @@ def synthesize(omega, xi, t0, tau, impulse, delay, geom, basis, sample_rate: flo
     if not np.all(np.isfinite(xi) & (xi >= 0) & (xi < 1)):
         j = int(np.flatnonzero(~(np.isfinite(xi) & (xi >= 0) & (xi < 1)))[0])
         raise InputError(f"synthesize: mode {j} has damping ratio xi = {xi[j]}; need 0 <= xi < 1 "
-                         "(overdamped modes must be dropped, modal-sound.md sec. 3)")
+                         "(overdamped modes do not ring and must be dropped)")
     bad = ~(np.isfinite(tau) & (tau > 0))
     if bad.any():
         e = int(np.flatnonzero(bad)[0])

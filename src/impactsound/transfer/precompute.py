@@ -83,7 +83,7 @@ class TransferSettings:
         if self.backend not in bem.BACKENDS:
             raise InputError(f"transfer: backend = {self.backend!r}; use one of {', '.join(bem.BACKENDS)}")
         if not 1 <= int(self.terms) <= 4:
-            raise InputError(f"transfer: terms = {self.terms}; use 1..4 (harmonic-shells.txt sec. 4)")
+            raise InputError(f"transfer: terms = {self.terms}; use 1..4 (Chadwick, An & James 2009, sec. 4)")
         if self.max_modes is not None and int(self.max_modes) < 1:
             raise InputError(f"transfer: max_modes = {self.max_modes} must be >= 1")
         if not (self.c > 0 and self.rho > 0):

@@ -221,8 +221,8 @@ class PANOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     budget: float = Field(default=2.0e10, gt=0, description="largest PAN precompute in FDTD cell updates (~4 s "
-                          "per 1e9 on 2 cores); objects over it get no acceleration noise (said in the sidecar) "
-                          "unless their field is cached")
+                          "per 1e9 on 2 cores); objects over it get no acceleration noise, said in the sidecar "
+                          "with the reason (whatever the cache holds)")
 
 
 @dataclass
