@@ -6,6 +6,7 @@ import trimesh
 from impactsound.errors import MeshError
 from impactsound.mesh import (boundary_faces, check_surface, load_surface, load_volume_mesh, orient_tets,
                               tetrahedralize)
+from impactsound.mesh import tetra
 from impactsound.mesh.tetra import signed_volumes
 
 
@@ -290,3 +291,98 @@ def test_latin1_ascii_stl_reads_and_garbage_is_named(tmp_path):
     q.write_bytes(b"solid x\n facet normal \xff\xfe\n" + bytes(range(256)) * 3)
     with pytest.raises(MeshError, match=r"junk\.stl: not an STL file"):
         load_surface(q)
+
+
+INSTALLED_MESHERS = [m for m in ("tetgen", "ftetwild", "gmsh") if tetra.mesher_available(m)]
+
+
+@pytest.mark.parametrize("mesher", INSTALLED_MESHERS)
+def test_each_installed_mesher_fills_a_box(mesher, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)             # the meshers leave no files in the working directory
+    box = trimesh.creation.box(extents=(0.04, 0.03, 0.02))
+    info, stages = {}, []
+    nodes, tets = tetrahedralize(box, max_edge=0.01, mesher=mesher, info=info, progress=stages.append)
+    assert info == {"mesher": mesher}
+    v = signed_volumes(nodes, tets)
+    assert np.all(v > 0)
+    # TetGen and Gmsh keep the flat faces exactly; fTetWild's surface lies within its envelope of them
+    assert v.sum() == pytest.approx(0.04 * 0.03 * 0.02, rel=1e-3 if mesher == "ftetwild" else 1e-12)
+    assert len(np.unique(tets)) == len(nodes)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_mesher_choice_names_the_package_and_licence(monkeypatch):
+    from impactsound.errors import InputError
+    box = trimesh.creation.box(extents=(0.04, 0.03, 0.02))
+    assert tetra.resolve_mesher(None) == tetra.DEFAULT_MESHER == "tetgen"      # the default, for now
+    with pytest.raises(InputError, match=r"cup\.obj: mesher = 'netgen' is not one of tetgen, ftetwild, gmsh, auto"):
+        tetrahedralize(box, mesher="netgen", source="cup.obj")
+    monkeypatch.setattr(tetra, "_import_gmsh", lambda: None)
+    monkeypatch.setattr(tetra, "_import_ftetwild", lambda: None)
+    with pytest.raises(InputError, match=r"cup\.obj: mesher = 'gmsh' needs the Python package 'gmsh'.*pip install "
+                                         r"gmsh \(licence GPL-2\.0-or-later"):
+        tetrahedralize(box, mesher="gmsh", source="cup.obj")
+    with pytest.raises(InputError, match=r"pip install pytetwild \(licence MPL-2\.0"):
+        tetra.resolve_mesher("ftetwild")
+    # auto: DEFAULT_MESHER when installed, else the first installed, most permissive licence first
+    assert tetra.resolve_mesher("auto") == "tetgen"
+    monkeypatch.setattr(tetra, "DEFAULT_MESHER", "gmsh")
+    assert tetra.resolve_mesher("auto") == "tetgen"
+    monkeypatch.setattr(tetra, "_import_ftetwild", lambda: object())
+    assert tetra.resolve_mesher("auto") == "ftetwild"
+
+
+def test_default_mesher_keeps_the_modal_cache_key():
+    """The cache key with the default mesher is the one built before ``mesher`` existed (models cached then stay
+    valid); another mesher gives another key."""
+    from importlib.metadata import version
+
+    from impactsound.assets import content_hash
+    from impactsound.fem.eigen import SOLVER_VERSION
+    from impactsound.fem.modal import CODE_VERSION, modal_inputs_hash
+    from impactsound.materials import make_material
+    mat = make_material("alu", rho=2700, E=69e9, nu=0.33, alpha=1.0, beta=3e-8)
+    box = trimesh.creation.box(extents=(0.05, 0.03, 0.02))
+    legacy = content_hash(np.asarray(box.vertices, np.float64), np.asarray(box.faces, np.int64),
+                          {k: float(getattr(mat, k)) for k in ("rho", "E", "nu", "alpha", "beta", "gamma")},
+                          dict(order=2, max_modes=200, f_max=20000.0, max_edge=None, quality=1.5, mesher="tetgen",
+                               tetgen=version("tetgen"), solver=SOLVER_VERSION, code=CODE_VERSION,
+                               ftetwild=tetra.ftetwild_version()))
+    assert modal_inputs_hash(box, mat, 2) == modal_inputs_hash(box, mat, 2, mesher="tetgen") == legacy
+    others = {modal_inputs_hash(box, mat, 2, mesher=m) for m in INSTALLED_MESHERS if m != "tetgen"}
+    assert legacy not in others and len(others) == len(INSTALLED_MESHERS) - 1
+    # TetGen's quality bound is in the key only where it is read
+    assert modal_inputs_hash(box, mat, 2, quality=1.3) != legacy
+    for m in INSTALLED_MESHERS:
+        if m != "tetgen":
+            assert modal_inputs_hash(box, mat, 2, mesher=m, quality=1.3) == modal_inputs_hash(box, mat, 2, mesher=m)
+
+
+@pytest.mark.skipif(not tetra.mesher_available("gmsh"), reason="gmsh not installed")
+def test_gmsh_refusal_falls_back_to_ftetwild_and_leaves_the_callers_session():
+    import gmsh
+
+    from impactsound.mesh import MeshWarning
+    box = trimesh.creation.box(extents=(0.04, 0.03, 0.02))
+    v = box.vertices.copy()
+    v[int(np.argmax(v.sum(axis=1)))] = [0.01, 0.005, -0.03]   # one corner pushed through the bottom face
+    folded = trimesh.Trimesh(v, box.faces, process=False)
+    info = {}
+    with pytest.warns(MeshWarning, match=r"folded\.stl: Gmsh refused the surface \(.*intersect.*\); meshed it with "
+                                         r"fTetWild instead \(fTetWild, licence MPL-2\.0"):
+        tetrahedralize(folded, source="folded.stl", info=info, mesher="gmsh")
+    assert info["mesher"] == "ftetwild"
+    # a Gmsh session the caller has open keeps its model and options
+    own = not gmsh.isInitialized()
+    if own:
+        gmsh.initialize(argv=[], readConfigFiles=False, interruptible=False)
+    try:
+        gmsh.option.setNumber("General.Terminal", 0)
+        gmsh.model.add("callers_model")
+        gmsh.option.setNumber("Mesh.MeshSizeMax", 7.0)
+        tetrahedralize(box, max_edge=0.01, mesher="gmsh")
+        assert gmsh.isInitialized() and gmsh.model.getCurrent() == "callers_model"
+        assert gmsh.option.getNumber("Mesh.MeshSizeMax") == 7.0
+    finally:
+        if own:
+            gmsh.finalize()

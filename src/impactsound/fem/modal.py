@@ -1,9 +1,22 @@
 """Modal analysis of one solid object: surface -> tets -> K, M -> modes -> ModalModel, with a content-hashed cache.
 
-Default resolution (documented choice): P2 elements with a target edge of max(shortest bounding-box side / 8,
-longest side / 30) (see ``mesh.tetra._default_max_edge``): a few-cm object gets a few hundred to ~2 k vertices,
-i.e. ~1-10 k P2 nodes, solved in seconds, with >= 6 P2 elements per shortest wavelength for the modes below
-~20 kHz of compact objects (modal-sound.md sec. 1). Pass ``max_edge`` for thin shells or higher bands.
+Free-free linear modal analysis of the tetrahedralised solid: the generalised eigenproblem K u_j = w_j^2 M u_j,
+mass-normalised modes, the zero-frequency rigid-body modes discarded (Chadwick, An & James 2009, "Harmonic
+Shells: A Practical Nonlinear Sound Model for Near-Rigid Thin Shells", ACM Trans. Graph. 28(5), sec. 2.2,
+eqs. 7-8, there for shells, here for the 3-D solid).
+
+Default resolution (documented choice): P2 elements with a target edge of max(shortest bounding-box side / 5,
+longest side / 25) (``mesh.tetra._default_max_edge``), which TetGen enforces as the volume of a regular tet of
+that edge, so its tets come out ~2x shorter: a few-cm object gets a few hundred to ~2 k vertices, i.e. ~1-10 k
+P2 nodes, solved in seconds. Measured with TetGen at this density (P2 modes below 20 kHz against a mesh with
+half the edge): within 0.02-0.9 % for compact, bar- and plate-like objects (the demo's bar, ball and block, a
+2 mm plate, a torus, an L-bracket), but 2.5-4 % high for 5 mm thin walls (the demo bowl, a mug; 0.7-1.9 % at
+max_edge = the wall). Pass ``max_edge`` for thin shells or higher bands.
+
+The tet mesher is ``mesher`` (``mesh.tetra.tetrahedralize``: "tetgen", "ftetwild", "gmsh", "auto"; None is
+``mesh.tetra.DEFAULT_MESHER``), each under its own licence (TetGen AGPL-3.0-or-later, fTetWild MPL-2.0, Gmsh
+GPL-2.0-or-later; the ``mesh.tetra`` module docstring compares them); the mesher and its package's version are
+part of the cache key.
 """
 from __future__ import annotations
 
@@ -17,7 +30,8 @@ from ..assets import cache_dir, content_hash
 from ..errors import AssetError, InputError, MeshError
 from ..materials import Material
 from ..mesh.surface import check_surface
-from ..mesh.tetra import DEFAULT_QUALITY, MESHER, boundary_faces, ftetwild_version, orient_tets, tetrahedralize
+from ..mesh.tetra import (DEFAULT_QUALITY, boundary_faces, ftetwild_version, orient_tets, resolve_mesher,
+                          tetrahedralize)
 from .assembly import P2_EDGES, assemble
 from .eigen import SOLVER_VERSION, solve_modes
 from .model import ModalModel
@@ -79,19 +93,21 @@ def _surface(tets: np.ndarray, elems: np.ndarray, order: int):
 def modal_analysis(surface=None, material: Material | None = None, *, order: int = 2,
                    nodes: np.ndarray | None = None, tets: np.ndarray | None = None, max_modes: int = 200,
                    f_max: float = 20000.0, max_edge: float | None = None, quality: float = DEFAULT_QUALITY,
-                   progress=None, source: str = "mesh") -> ModalModel:
+                   progress=None, source: str = "mesh", mesher: str | None = None) -> ModalModel:
     """Free-free modal model of one solid.
 
-    surface: closed trimesh.Trimesh in metres (checked, then tetrahedralised with ``max_edge`` [m] and
-    ``quality``), or None with ``nodes`` (n, 3) [m] and ``tets`` (m, 4) given (used as is). material: elastic
+    surface: closed trimesh.Trimesh in metres (checked, then tetrahedralised by ``mesher`` with ``max_edge`` [m]
+    and ``quality``: see :func:`~impactsound.mesh.tetra.tetrahedralize`, whose module docstring gives each
+    mesher's licence), or None with ``nodes`` (n, 3) [m] and ``tets`` (m, 4) given (used as is; ``mesher`` is
+    then ignored). material: elastic
     constants and damping. order: 1 (P1) or 2 (P2, default). Keeps at most ``max_modes`` modes with
     f <= ``f_max`` [Hz] and damping ratio < 1 (overdamped ones are dropped, counted in meta).
     progress: optional callable(stage: str) told of each stage.
     Body frame: mesh axes, origin at the centre of mass (``com`` is that point in mesh coordinates).
     The model's ``inputs_hash`` is :func:`modal_inputs_hash` of these inputs, so a saved model (``impactsound
     modes --out``) carries its identity and assets derived from another model are refused. Units warnings are
-    left to the loaders (``check_surface`` at scene or file load); a surface TetGen refuses is meshed with
-    fTetWild (one warning line, ``meta["mesher"]`` says which).
+    left to the loaders (``check_surface`` at scene or file load); a surface the mesher refuses is meshed with
+    fTetWild (one warning line, ``meta["mesher"]`` says which mesher made the mesh).
     """
     say = progress or (lambda stage: None)
     if material is None:
@@ -101,13 +117,13 @@ def modal_analysis(surface=None, material: Material | None = None, *, order: int
     if surface is None and (nodes is None or tets is None):
         raise InputError(f"{source}: give a surface mesh, or both nodes and tets")
     key = modal_inputs_hash(surface, material, order, nodes=nodes, tets=tets, max_modes=max_modes, f_max=f_max,
-                            max_edge=max_edge, quality=quality)
+                            max_edge=max_edge, quality=quality, mesher=mesher, source=source)
     mesh_info = {"mesher": "given"}
     if surface is not None:
         check_surface(surface, source, warn=False)
         say("tetrahedralize")
         nodes, tets = tetrahedralize(surface, max_edge=max_edge, quality=quality, source=source, progress=say,
-                                     info=mesh_info)
+                                     info=mesh_info, mesher=mesher)
     else:
         nodes = np.asarray(nodes, dtype=np.float64)
         tets = orient_tets(nodes, tets, source)
@@ -138,40 +154,54 @@ def modal_analysis(surface=None, material: Material | None = None, *, order: int
 
 
 def modal_inputs_hash(surface, material: Material, order: int, *, nodes=None, tets=None, max_modes=200,
-                      f_max=20000.0, max_edge=None, quality=DEFAULT_QUALITY) -> str:
-    """Content hash of everything that determines a modal model (the cache key)."""
+                      f_max=20000.0, max_edge=None, quality=DEFAULT_QUALITY, mesher: str | None = None,
+                      source: str = "mesh") -> str:
+    """Content hash of everything that determines a modal model (the cache key).
+
+    For a surface, the mesher that ``mesher`` resolves to (``mesh.tetra.resolve_mesher``) and its package's
+    version are in it, with fTetWild's (the fallback for what the mesher refuses). With TetGen the key is the one
+    this function gave before ``mesher`` existed, so models cached then stay valid."""
     if surface is not None:
         geom = (np.asarray(surface.vertices, np.float64), np.asarray(surface.faces, np.int64))
     else:
         geom = (np.asarray(nodes, np.float64), np.asarray(tets, np.int64))
     mat = {k: float(getattr(material, k)) for k in ("rho", "E", "nu", "alpha", "beta", "gamma")}
-    try:
-        from importlib.metadata import version
-        tg = version("tetgen")
-    except Exception:  # pragma: no cover
-        tg = "unknown"
+    name = resolve_mesher(mesher, source) if surface is not None else "given"
     settings = dict(order=int(order), max_modes=int(max_modes), f_max=float(f_max),
                     max_edge=None if max_edge is None else float(max_edge), quality=float(quality),
-                    mesher=MESHER if surface is not None else "given", tetgen=tg, solver=SOLVER_VERSION,
-                    code=CODE_VERSION)
+                    mesher=name, solver=SOLVER_VERSION, code=CODE_VERSION)
+    if name in ("tetgen", "given"):
+        settings["tetgen"] = _version("tetgen")        # in the key before ``mesher`` existed, kept for given meshes too
+    else:
+        settings["quality"] = None                      # TetGen's bound: no other mesher reads it
+        if name == "gmsh":
+            settings["gmsh"] = _version("gmsh")
     if surface is not None:
-        settings["ftetwild"] = ftetwild_version()      # the fallback mesher (self-intersecting surfaces)
+        settings["ftetwild"] = ftetwild_version()      # the mesher, or the fallback (self-intersecting surfaces)
     return content_hash(*geom, mat, settings)
+
+
+def _version(package: str) -> str:
+    try:
+        from importlib.metadata import version
+        return version(package)
+    except Exception:  # pragma: no cover
+        return "unknown"
 
 
 def cached_modal_analysis(surface=None, material: Material | None = None, order: int = 2, *, nodes=None,
                           tets=None, max_modes: int = 200, f_max: float = 20000.0, max_edge: float | None = None,
                           quality: float = DEFAULT_QUALITY, cache=None, progress=None,
-                          source: str = "mesh") -> ModalModel:
+                          source: str = "mesh", mesher: str | None = None) -> ModalModel:
     """:func:`modal_analysis` through the asset cache (folder ``cache``, default ``assets.cache_dir()``).
 
     The file name is the inputs hash; a missing, corrupted or stale file (AssetError on read) is rebuilt and
-    rewritten atomically, never used.
+    rewritten atomically, never used. ``mesher`` is :func:`modal_analysis`'s (part of the key).
     """
     if material is None:
         raise InputError(f"{source}: a material is needed for modal analysis")
     key = modal_inputs_hash(surface, material, order, nodes=nodes, tets=tets, max_modes=max_modes,
-                            f_max=f_max, max_edge=max_edge, quality=quality)
+                            f_max=f_max, max_edge=max_edge, quality=quality, mesher=mesher, source=source)
     folder = Path(cache) if cache is not None else cache_dir()
     path = folder / f"modal_{key[:40]}.h5"
     try:
@@ -179,7 +209,8 @@ def cached_modal_analysis(surface=None, material: Material | None = None, order:
     except AssetError:
         pass
     model = modal_analysis(surface, material, order=order, nodes=nodes, tets=tets, max_modes=max_modes,
-                           f_max=f_max, max_edge=max_edge, quality=quality, progress=progress, source=source)
+                           f_max=f_max, max_edge=max_edge, quality=quality, progress=progress, source=source,
+                           mesher=mesher)
     model.inputs_hash = key          # modal_analysis sets the same; kept explicit as the cache relies on it
     model.save(path)
     return model

@@ -1,41 +1,110 @@
-"""Tetrahedral meshing of a closed surface, behind one swappable function.
+"""Tetrahedral meshing of a closed surface, with the mesher an explicit choice.
 
-:func:`tetrahedralize` is the only entry point the rest of the package uses; replace its body to change mesher.
+:func:`tetrahedralize` is the only entry point the rest of the package uses; its ``mesher`` argument picks one of
+:data:`MESHERS` (default :data:`DEFAULT_MESHER`). Each mesher is a separately installed Python package under its
+own licence; this package (MIT) only calls it:
 
-Why TetGen (pip ``tetgen``, a wheel with the C++ library inside):
-- it installs from PyPI with no system libraries (CI requirement) and meshes a few-cm object in well under a
-  second at the resolutions modal analysis needs (1-10 k nodes);
-- constrained Delaunay with a radius-edge quality bound (``-q``) and a volume bound (``-a``) gives the two
-  controls we need: element quality (P2 accuracy degrades with slivers) and size (resolve the bending wavelength,
-  modal-sound.md sec. 1);
-- it refuses self-intersecting input (it reports intersecting facets), which is how such surfaces are detected.
-Licence: TetGen is AGPL-3.0 (the Python wrapper is MIT). Using it as a library from a separately installed
-wheel is how this package consumes it; a distribution bundling it must respect the AGPL.
+- ``"tetgen"``: TetGen (H. Si, 2015, "TetGen, a Delaunay-based quality tetrahedral mesh generator", ACM Trans.
+  Math. Softw. 41(2), article 11), pip ``tetgen``. Licence: TetGen is AGPL-3.0-or-later (commercial licences
+  from WIAS Berlin); the pip package's Python wrapper is MIT, the TetGen library inside its wheel is AGPL.
+  Constrained Delaunay with a radius-edge quality bound (``-q``) and a volume bound (``-a``): the two controls
+  modal analysis needs (element shape, since P2 accuracy degrades with slivers, and size, to resolve the
+  shortest bending wavelength). It keeps every input vertex and facet (it may split facets), so the volume is
+  the surface's exactly; it refuses a self-intersecting surface (it reports the intersecting facets).
+  Deterministic; 0.01-0.3 s for the few-cm objects measured below.
+- ``"ftetwild"``: fTetWild (Y. Hu, T. Schneider, B. Wang, D. Zorin, D. Panozzo, 2020, "Fast Tetrahedral Meshing
+  in the Wild", ACM Trans. Graph. 39(4), article 117), pip ``pytetwild``. Licence: MPL-2.0 (fTetWild and
+  pytetwild); the pytetwild wheel also ships GMP as a shared library (LGPL-3.0-or-later or GPL-2.0-or-later).
+  It meshes the solid a surface encloses (the union of overlapping shells, by winding number) and tolerates
+  self-intersections, re-meshing the surface within an envelope of it (1e-3 of the bounding-box diagonal).
+  Not deterministic (see :func:`_ftetwild_mesh`), it can leave zero-volume tets (a MeshError), and it takes
+  0.3-7 s where TetGen takes 0.01-0.3 s.
+- ``"gmsh"``: Gmsh (C. Geuzaine, J.-F. Remacle, 2009, "Gmsh: a 3-D finite element mesh generator with built-in
+  pre- and post-processing facilities", Int. J. Numer. Meth. Engng 79(11), 1309-1331), pip ``gmsh``. Licence:
+  GPL-2.0-or-later; the exception in its LICENSE.txt only permits combining it with Netgen, METIS, OpenCASCADE
+  and ParaView: it is not a linking exception (commercial licences from the authors). Its 3-D Delaunay
+  recovers the boundary with Hang Si's TetGen/BR code, relicensed to Gmsh under Gmsh's licence. The surface is
+  classified into patches at sharp edges and re-meshed: flat patches at ``max_edge``, curved ones no coarser
+  than the input facets there (see :func:`_gmsh`). Deterministic; 0.02-2 s.
+- ``"auto"``: :data:`DEFAULT_MESHER` if its package is installed, else the first installed of
+  :data:`AUTO_ORDER` (most permissive licence first).
 
-What TetGen refuses (a self-intersecting shell such as many scanned or game-asset meshes) and surfaces made of
-several overlapping shells (a mug and its handle) go to fTetWild (pip ``pytetwild``, MPL-2.0), which meshes the
-solid the surface encloses (the union of the shells) robustly: slower (about 1 s for a few-cm object on 2
-cores against TetGen's 0.1 s) and it re-meshes the surface within a small envelope of it, so it is the fallback
-rather than the default.
+Whatever the mesher, a surface it refuses (self-intersecting) and a surface made of several overlapping shells
+(a mug and its handle) go to fTetWild, which meshes the solid they enclose; a
+:class:`~impactsound.mesh.surface.MeshWarning` line says so.
+
+Measured (P2, the first 20 nonrigid modes against a TetGen mesh with half the edge, or half the wall for thin
+walls; tetgen 0.8.4, pytetwild 0.4.2, gmsh 4.15.2). All three pass the modal validation checks: the 10 mm
+steel sphere's Lamb modes (max_edge 3 mm) within 0.32 / 0.36 / 0.64 % (TetGen / fTetWild / Gmsh; 1 % allowed)
+and the 500 mm steel bar's bending modes (max_edge 10 mm) within 0.10 / 0.07 / 0.09 %. At the default
+max_edge, the modes at or below 20 kHz are within 1 % on 8 / 7 / 8 of 10 shapes (the demo's bar, bowl, ball and
+block, a 2 mm plate, a torus, an L-bracket, a mug with 5 mm walls, and the two above): all miss on the mug
+(3.8 / 7.4 / 6.1 %), TetGen and fTetWild on the demo bowl (2.5 / 2.3 %; Gmsh 0.95 %, its surface being finer
+there), Gmsh on the demo bar (1.16 %: at the same max_edge it puts fewer nodes on flat faces than TetGen); fTetWild
+failed on the torus (zero-volume tets), and a second fTetWild run moved the modes by up to 1.4 %. Thin walls need
+a finer max_edge whatever the mesher (the demo bowl at max_edge = its 5 mm wall: 0.68 % with TetGen).
 
 Whatever the mesher, the output goes through :func:`orient_tets`: tets are made positively oriented and
-degenerate ones (|V| tiny against the mesh scale) are rejected, since an inverted or flat element makes K
-indefinite or singular (modal-sound.md sec. 1, "Reject inverted tets"); so are tangled meshes (a mix of
-orientations, or tets overlapping across a shared face), which flipping would only hide.
+degenerate ones (|V| tiny against the mesh scale) are rejected, since an inverted or flat element makes the
+stiffness matrix K indefinite or singular; so are tangled meshes (a mix of orientations, or tets overlapping
+across a shared face), which flipping would only hide.
 """
 from __future__ import annotations
 
 import functools
 import math
 import os
+import threading
 
 import numpy as np
 
-from ..errors import MeshError
+from ..errors import InputError, MeshError
 
-MESHER = "tetgen"          # part of the modal-cache key: a different mesher gives a different mesh
-FALLBACK_MESHER = "ftetwild"   # for what TetGen refuses (self-intersecting, overlapping shells)
+DEFAULT_MESHER = "tetgen"      # what tetrahedralize(mesher=None) uses; part of the modal-cache key
+FALLBACK_MESHER = "ftetwild"   # for what the chosen mesher refuses (self-intersecting, overlapping shells)
 DEFAULT_QUALITY = 1.5      # TetGen radius-edge ratio bound (-q); 1.5 keeps dihedral angles away from 0/180
+
+# mesher -> (pip package, licence), as the errors name them
+MESHERS: dict[str, tuple[str, str]] = {
+    "tetgen": ("tetgen", "AGPL-3.0-or-later (TetGen; the pip package's wrapper is MIT)"),
+    "ftetwild": ("pytetwild", "MPL-2.0 (fTetWild, pytetwild)"),
+    "gmsh": ("gmsh", "GPL-2.0-or-later (Gmsh; no general linking exception)"),
+}
+AUTO_ORDER = ("ftetwild", "gmsh", "tetgen")     # "auto" after DEFAULT_MESHER: most permissive licence first
+
+
+def mesher_available(name: str) -> bool:
+    """Whether ``name``'s Python package (see :data:`MESHERS`) is installed and loads."""
+    if name == "tetgen":
+        import importlib.util
+        return importlib.util.find_spec("tetgen") is not None
+    if name == "ftetwild":
+        return _import_ftetwild() is not None
+    if name == "gmsh":
+        return _import_gmsh() is not None
+    return False
+
+
+def resolve_mesher(mesher: str | None = None, source: str = "mesh") -> str:
+    """The mesher ``tetrahedralize(mesher=...)`` uses: None -> :data:`DEFAULT_MESHER`, ``"auto"`` -> the first
+    installed of DEFAULT_MESHER and :data:`AUTO_ORDER`. Raises InputError for an unknown name, or one whose
+    package is not installed (naming the pip package and its licence)."""
+    name = DEFAULT_MESHER if mesher is None else str(mesher).lower()
+    if name == "auto":
+        for cand in (DEFAULT_MESHER,) + AUTO_ORDER:
+            if mesher_available(cand):
+                return cand
+        raise InputError(f"{source}: mesher = 'auto' found no tetrahedral mesher installed; install one of: "
+                         + "; ".join(f"pip install {pip} ({name_}, licence {lic})"
+                                     for name_, (pip, lic) in MESHERS.items()))
+    if name not in MESHERS:
+        raise InputError(f"{source}: mesher = {mesher!r} is not one of {', '.join(MESHERS)}, auto")
+    if not mesher_available(name):
+        pip, lic = MESHERS[name]
+        raise InputError(f"{source}: mesher = {name!r} needs the Python package {pip!r}, which is not installed "
+                         f"(or does not load): pip install {pip} (licence {lic}); or choose another mesher "
+                         f"(mesher = 'auto' takes the first installed)")
+    return name
 
 
 def signed_volumes(nodes: np.ndarray, tets: np.ndarray) -> np.ndarray:
@@ -142,29 +211,34 @@ def _default_max_edge(mesh) -> float:
     """Default target edge length [m]: 1/5 of the smallest bounding-box side (at least 1/25 of the largest).
 
     TetGen's tets under the regular-tet volume bound come out ~2x shorter than the bound, so a few-cm object
-    gets ~1-4 k P2 nodes: seconds to solve. Measured (tests/validation/test_modal_fem.py values): the P2 bar
-    and sphere stay within 0.5 % of the analytic modes at this density; 1/8 (the first choice) gave 8x the
-    nodes and 92 s for a 6 x 5 x 4 cm block for no audible gain. Thin walls still get TetGen's
-    surface-conforming tets (>= 1 P2 element through the thickness, which P2 bending tolerates)."""
+    gets ~1-4 k P2 nodes: seconds to solve. Measured: the P2 bar and sphere of the modal validation checks stay
+    within 0.5 % of the analytic modes at this density; 1/8 (the first choice) gave 8x the nodes and 92 s for a
+    6 x 5 x 4 cm block for no audible gain. Thin walls still get TetGen's surface-conforming tets (>= 1 P2
+    element through the thickness), but that is not enough for 1 %: the demo bowl and a mug, both 5 mm walls,
+    have modes below 20 kHz 2.5 % and 3.8 % high at this size (0.7 % and 1.9 % at max_edge = the wall)."""
     ext = np.asarray(mesh.extents, dtype=np.float64)
     return float(max(ext.min() / 5.0, ext.max() / 25.0))
 
 
 def tetrahedralize(mesh, max_edge: float | None = None, quality: float = DEFAULT_QUALITY,
-                   source: str = "mesh", *, progress=None, info: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
+                   source: str = "mesh", *, progress=None, info: dict | None = None,
+                   mesher: str | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Fill a closed, checked surface (trimesh.Trimesh) with tetrahedra.
 
-    max_edge: target edge length [m] (enforced as TetGen's volume bound V_max = max_edge^3/(6 sqrt 2), the
-        volume of a regular tet of that edge; fTetWild's ideal edge length); None picks
-        :func:`_default_max_edge`.
+    max_edge: target edge length [m]; None picks :func:`_default_max_edge`. TetGen: the volume bound
+        V_max = max_edge^3/(6 sqrt 2), the volume of a regular tet of that edge (its tets come out ~2x shorter);
+        fTetWild: its ideal edge length; Gmsh: its maximum element size.
     quality: radius-edge ratio bound (> 1; smaller = better shaped, more nodes), TetGen only.
-    TetGen meshes the surface as given; when it refuses it (self-intersections), or the surface is several
-    overlapping shells, fTetWild meshes the solid (the union of the shells) instead, told through ``progress``
+    mesher: "tetgen" (AGPL-3.0-or-later), "ftetwild" (MPL-2.0), "gmsh" (GPL-2.0-or-later), "auto", or None for
+        :data:`DEFAULT_MESHER`; see the module docstring. InputError if its pip package is not installed.
+    A surface the chosen mesher refuses (self-intersections), or a surface of several overlapping shells, is
+    meshed by fTetWild instead (the solid they enclose, the union of the shells), told through ``progress``
     (callable(stage: str)) and one :class:`~impactsound.mesh.surface.MeshWarning` line. ``info`` (a dict), if
-    given, receives ``mesher`` ("tetgen" or "ftetwild") and, for fTetWild, ``reason``.
+    given, receives ``mesher`` (the one that made the mesh) and, for the fTetWild fallback, ``reason``.
     Returns nodes (n, 3) float64 [m] and tets (m, 4) int64, positively oriented, every node used, one body.
     """
     say = progress or (lambda stage: None)
+    name = resolve_mesher(mesher, source)
     if max_edge is None:
         max_edge = _default_max_edge(mesh)
     if not (max_edge > 0 and math.isfinite(max_edge)):
@@ -172,26 +246,35 @@ def tetrahedralize(mesh, max_edge: float | None = None, quality: float = DEFAULT
     if not quality > 1.0:
         raise MeshError(f"{source}: quality = {quality!r} must be > 1 (TetGen radius-edge ratio bound)")
     n_shells = int(mesh.body_count)
-    if n_shells > 1:
-        # TetGen would refuse crossing shells and mesh touching ones as separate bodies
+    reason = ""
+    if name == "ftetwild":
+        nodes, tets = _ftetwild_mesh(mesh, max_edge, source, "", say)
+    elif n_shells > 1:
+        # TetGen and Gmsh would refuse crossing shells and mesh touching ones as separate bodies
         reason = f"the surface is {n_shells} overlapping shells"
     else:
         try:
-            nodes, tets = _tetgen(mesh, max_edge, quality, source)
-            reason = ""
-        except _TetGenRefused as exc:
-            reason = f"TetGen refused the surface ({exc})"
+            if name == "tetgen":
+                nodes, tets = _tetgen(mesh, max_edge, quality, source)
+            else:
+                say("Gmsh")
+                nodes, tets = _gmsh(mesh, max_edge, source)
+        except _Refused as exc:
+            reason = f"{_LABEL[name]} refused the surface ({exc})"
     if reason:
         nodes, tets = _ftetwild(mesh, max_edge, source, reason, say)
     if info is not None:
-        info["mesher"] = FALLBACK_MESHER if reason else MESHER
+        info["mesher"] = FALLBACK_MESHER if reason else name
         if reason:
             info["reason"] = reason
     return nodes, tets
 
 
-class _TetGenRefused(Exception):
-    pass
+_LABEL = {"tetgen": "TetGen", "ftetwild": "fTetWild", "gmsh": "Gmsh"}
+
+
+class _Refused(Exception):
+    """The mesher could not mesh this surface as given (self-intersecting, say): fTetWild gets it."""
 
 
 def _tetgen(mesh, max_edge: float, quality: float, source: str):
@@ -211,13 +294,129 @@ def _tetgen(mesh, max_edge: float, quality: float, source: str):
                 os.remove(leftover)
             except OSError:
                 pass
-        raise _TetGenRefused(" ".join(str(exc).split()).rstrip(".")) from None
+        raise _Refused(" ".join(str(exc).split()).rstrip(".")) from None
     nodes = np.asarray(nodes, dtype=np.float64)
     tets = np.asarray(tets, dtype=np.int64)
     if len(tets) == 0:
-        raise _TetGenRefused("it produced no tetrahedra")
+        raise _Refused("it produced no tetrahedra")
     nodes, tets = _drop_unused(nodes, tets)
     return nodes, orient_tets(nodes, tets, source)
+
+
+@functools.lru_cache(maxsize=1)
+def _import_gmsh():
+    """The ``gmsh`` module, or None if it is not installed or its shared library (libgmsh) is missing."""
+    try:
+        import gmsh
+    except (ImportError, OSError):
+        return None
+    return gmsh if getattr(gmsh, "libpath", None) else None
+
+
+_GMSH_LOCK = threading.Lock()        # Gmsh keeps one global state: one meshing at a time
+_GMSH_FEATURE_ANGLE = 40.0           # degrees: dihedral angle above which an input edge is a patch boundary
+_GMSH_FLAT = 1e-3                    # rad: a patch whose facet normals all lie this close is flat
+
+
+def _gmsh(mesh, max_edge: float, source: str) -> tuple[np.ndarray, np.ndarray]:
+    """Tet mesh of a closed single-shell surface with Gmsh (Geuzaine & Remacle 2009): the STL re-meshing route
+    of Gmsh's tutorial t13 (classify the triangles into patches at sharp edges, reparametrise each patch,
+    re-mesh the surface, then 3-D Delaunay inside, with Gmsh's default tet optimisation).
+
+    Size: ``max_edge`` everywhere, and on a curved patch (and its curves and corners) no more than the shortest
+    input edge at the nearest input vertex, so that the re-meshed surface cuts shallower chords through a
+    faceted curved surface: on a 10 mm icosphere of 1.5 mm facets at max_edge 3 mm, the volume came out 2.3 %
+    small and the P2 Lamb modes 1.0-1.2 % high with max_edge alone, 0.74 % and 0.64 % with the cap (TetGen,
+    which keeps the input vertices: 0 and 0.32 %). Gmsh's curvature-based sizing is no substitute: on faceted
+    input it asked for 12-63 k vertices where 1 k do. The interior is not graded from the surface
+    (``Mesh.MeshSizeExtendFromBoundary`` off). One thread (two runs gave the same mesh on every shape measured);
+    a Gmsh session the caller already has keeps its current model and the options set here.
+    """
+    gmsh = _import_gmsh()
+    v = np.ascontiguousarray(mesh.vertices, dtype=np.float64)
+    f = np.ascontiguousarray(mesh.faces, dtype=np.int64)
+    # length of the shortest input edge at each input vertex: the size a curved patch gets near it at most
+    e = np.sort(np.concatenate([f[:, [0, 1]], f[:, [1, 2]], f[:, [2, 0]]]), axis=1)
+    e = np.unique(e, axis=0)
+    le = np.linalg.norm(v[e[:, 0]] - v[e[:, 1]], axis=1)
+    ell = np.full(len(v), np.inf)
+    np.minimum.at(ell, e[:, 0], le)
+    np.minimum.at(ell, e[:, 1], le)
+    from scipy.spatial import cKDTree
+    tree = cKDTree(v)
+    h = float(max_edge)
+    options = {"General.Terminal": 0, "General.Verbosity": 1, "General.NumThreads": 1,
+               "Mesh.MeshSizeMax": h, "Mesh.MeshSizeMin": 0.0, "Mesh.MeshSizeFromPoints": 0,
+               "Mesh.MeshSizeFromCurvature": 0, "Mesh.MeshSizeExtendFromBoundary": 0, "Mesh.Algorithm3D": 1}
+    with _GMSH_LOCK:
+        own = not gmsh.isInitialized()
+        if own:
+            gmsh.initialize(argv=[], readConfigFiles=False, interruptible=False)
+            saved, prev = {}, None
+        else:
+            saved = {k: gmsh.option.getNumber(k) for k in options}
+            prev = gmsh.model.getCurrent()
+        try:
+            for k, val in options.items():
+                gmsh.option.setNumber(k, val)
+            gmsh.model.add("impactsound_tetrahedralize")
+            s = gmsh.model.addDiscreteEntity(2)
+            gmsh.model.mesh.addNodes(2, s, np.arange(1, len(v) + 1), v.ravel())
+            gmsh.model.mesh.addElementsByType(s, 2, [], (f + 1).ravel())
+            try:
+                gmsh.model.mesh.classifySurfaces(math.radians(_GMSH_FEATURE_ANGLE), True, True, math.pi)
+                gmsh.model.mesh.createGeometry()
+                patches = [t for _, t in gmsh.model.getEntities(2)]
+                flat = set()
+                for t in patches:
+                    _, _, tri = gmsh.model.mesh.getElements(2, t)
+                    if not len(tri):
+                        continue
+                    x = v[np.asarray(tri[0], dtype=np.int64).reshape(-1, 3) - 1]
+                    n = np.cross(x[:, 1] - x[:, 0], x[:, 2] - x[:, 0])
+                    n /= np.linalg.norm(n, axis=1, keepdims=True)
+                    if np.all(n @ n.mean(axis=0) >= math.cos(_GMSH_FLAT) * np.linalg.norm(n.mean(axis=0))):
+                        flat.add(t)
+
+                # curves and corners where only flat patches meet are flat too
+                flat1 = {c for _, c in gmsh.model.getEntities(1)
+                         if all(t in flat for t in gmsh.model.getAdjacencies(1, c)[0])}
+                flat_dim = {0: {p for _, p in gmsh.model.getEntities(0)
+                                if all(c in flat1 for c in gmsh.model.getAdjacencies(0, p)[0])}, 1: flat1, 2: flat}
+
+                def size(dim, tag, x, y, z, lc):
+                    if dim == 3 or tag in flat_dim[dim]:
+                        return min(lc, h)
+                    return min(lc, h, float(ell[tree.query((x, y, z))[1]]))
+
+                gmsh.model.mesh.setSizeCallback(size)
+                loop = gmsh.model.geo.addSurfaceLoop(patches)
+                gmsh.model.geo.addVolume([loop])
+                gmsh.model.geo.synchronize()
+                gmsh.model.mesh.generate(3)
+            except Exception as exc:       # Gmsh raises a bare Exception with its last error message
+                raise _Refused(" ".join(str(exc).split()).rstrip(".") or type(exc).__name__) from None
+            tags, xyz, _ = gmsh.model.mesh.getNodes()
+            _, conn = gmsh.model.mesh.getElementsByType(4)
+        finally:
+            if own:
+                gmsh.finalize()
+            else:
+                gmsh.model.mesh.removeSizeCallback()
+                gmsh.model.remove()
+                if prev:
+                    gmsh.model.setCurrent(prev)
+                for k, val in saved.items():
+                    gmsh.option.setNumber(k, val)
+    tags = np.asarray(tags, dtype=np.int64)
+    if len(conn) == 0:
+        raise _Refused("it produced no tetrahedra")
+    index = np.full(int(tags.max()) + 1, -1, dtype=np.int64)
+    index[tags] = np.arange(len(tags))
+    nodes = np.asarray(xyz, dtype=np.float64).reshape(-1, 3)
+    tets = index[np.asarray(conn, dtype=np.int64)].reshape(-1, 4)
+    nodes, tets = _drop_unused(nodes, tets)
+    return nodes, orient_tets(nodes, tets, source + " (Gmsh mesh)")
 
 
 def _drop_unused(nodes, tets):
@@ -295,36 +494,57 @@ def union_surface(mesh, source: str = "mesh", max_edge: float | None = None, pro
 
 def _ftetwild(mesh, max_edge: float, source: str, reason: str, say,
               outcome: str = "meshed it with fTetWild instead") -> tuple[np.ndarray, np.ndarray]:
+    """The fallback: fTetWild's mesh of what the chosen mesher refused (``reason``), with one
+    :class:`~impactsound.mesh.surface.MeshWarning` line saying so (and the volumes, since the union of
+    overlapping shells is smaller than the surface's signed volume)."""
+    import time
+    import warnings
+
+    from .surface import MeshWarning
+
+    t0 = time.perf_counter()
+    nodes, tets = _ftetwild_mesh(mesh, max_edge, source, reason, say)
+    vol = float(signed_volumes(nodes, tets).sum())
+    warnings.warn(f"{source}: {reason}; {outcome} (fTetWild, licence MPL-2.0: {len(tets)} tets in "
+                  f"{time.perf_counter() - t0:.1f} s, volume {vol:.4g} m^3; the surface's signed volume, which "
+                  f"counts overlaps twice, is {float(mesh.volume):.4g} m^3)", MeshWarning, stacklevel=3)
+    return nodes, tets
+
+
+def _ftetwild_mesh(mesh, max_edge: float, source: str, reason: str, say) -> tuple[np.ndarray, np.ndarray]:
     """Tet mesh of the solid bounded by ``mesh`` (the union of its shells, by generalised winding number) with
-    fTetWild (Hu et al., "Fast Tetrahedral Meshing in the Wild", ACM TOG 39(4), 2020).
+    fTetWild (Hu et al. 2020, "Fast Tetrahedral Meshing in the Wild", ACM Trans. Graph. 39(4)); ``reason``
+    (why fTetWild, "" when it was chosen) prefixes the errors.
 
     Its ideal edge length is set to ``max_edge``: measured on a 4 x 3 x 2 cm ABS block, that gives ~0.4x the
     nodes of TetGen at the same ``max_edge`` with the first six P2 modes within 0.15 % of TetGen's; with its
     element optimisation on (the default here) the worst tet is better shaped than TetGen's (radius-ratio-like
     quality 0.34 vs 0.05); without it there are slivers. Its surface lies within 1e-3 of the bounding-box
     diagonal of the input (the envelope), so the volume matches the input's to ~1e-4.
+    It is not deterministic (two runs give different meshes, whatever the thread count: the P2 modes of the demo
+    bar differed by 0.6 % between two runs) and it can leave zero-volume tets, which :func:`orient_tets` rejects
+    (MeshError): on a torus (R 30 mm, r 8 mm, 32 x 32 facets) at the default max_edge, in 5 of 5 runs with
+    pytetwild's default thread count (all cores, 2 here) and in 5 of 10 with one thread, those runs taking
+    60-95 s against 4-5 s for the clean ones. Hence one thread.
     """
-    import time
-    import warnings
-
-    from .surface import MeshWarning
-
+    why = f"{reason}, and " if reason else ""
     tw = _import_ftetwild()
     if tw is None:
-        raise MeshError(f"{source}: {reason}, and fTetWild (pip pytetwild) is not installed to mesh it instead; "
-                        f"install pytetwild, or repair the surface (e.g. MeshLab 'remove self-intersections')")
+        pip, lic = MESHERS["ftetwild"]
+        raise MeshError(f"{source}: {why}fTetWild (pip {pip}, licence {lic}) is not installed to mesh it"
+                        f"{' instead' if reason else ''}; install {pip}, or repair the surface (e.g. MeshLab "
+                        f"'remove self-intersections')")
     say("fTetWild")
-    t0 = time.perf_counter()
     v = np.ascontiguousarray(mesh.vertices, dtype=np.float64)
     f = np.ascontiguousarray(mesh.faces, dtype=np.int32)
     # fTetWild writes its tracked surface to __tracked_surface.stl in the working directory: don't litter
     litter = os.path.abspath("__tracked_surface.stl")
     had = os.path.exists(litter)
     try:
-        nodes, tets = tw(v, f, edge_length_abs=float(max_edge), optimize=True, quiet=True)
+        nodes, tets = tw(v, f, edge_length_abs=float(max_edge), optimize=True, quiet=True, **_one_thread(tw))
     except Exception as exc:
-        raise MeshError(f"{source}: {reason}, and fTetWild failed too ({type(exc).__name__}: {exc}); repair the "
-                        f"surface") from None
+        raise MeshError(f"{source}: {why}fTetWild failed{' too' if reason else ''} ({type(exc).__name__}: "
+                        f"{exc}); repair the surface") from None
     finally:
         if not had:
             try:
@@ -334,19 +554,23 @@ def _ftetwild(mesh, max_edge: float, source: str, reason: str, say,
     nodes = np.asarray(nodes, dtype=np.float64)
     tets = np.asarray(tets, dtype=np.int64)
     if len(tets) == 0:
-        raise MeshError(f"{source}: {reason}, and fTetWild found no solid inside it; check that the surface is "
-                        f"closed")
+        raise MeshError(f"{source}: {why}fTetWild found no solid inside it; check that the surface is closed")
     nodes, tets = _drop_unused(nodes, tets)
     tets = orient_tets(nodes, tets, source + " (fTetWild mesh)")      # fTetWild's tets are negatively oriented
     n_comp = _components(len(nodes), tets)
     if n_comp > 1:
         raise MeshError(f"{source}: the solid is {n_comp} separate bodies (shells that neither touch nor "
                         f"overlap); give each its own object (trimesh: mesh.split()), or make the parts overlap")
-    vol = float(signed_volumes(nodes, tets).sum())
-    warnings.warn(f"{source}: {reason}; {outcome} (fTetWild: {len(tets)} tets in "
-                  f"{time.perf_counter() - t0:.1f} s, volume {vol:.4g} m^3; the surface's signed volume, which "
-                  f"counts overlaps twice, is {float(mesh.volume):.4g} m^3)", MeshWarning, stacklevel=3)
     return nodes, tets
+
+
+def _one_thread(tw) -> dict:
+    """``num_threads=1`` for a pytetwild that takes it (0.4 does; an older one runs with its own default)."""
+    import inspect
+    try:
+        return {"num_threads": 1} if "num_threads" in inspect.signature(tw).parameters else {}
+    except (TypeError, ValueError):  # pragma: no cover - a signature inspect cannot read
+        return {}
 
 
 def _components(n_nodes: int, tets: np.ndarray) -> int:
