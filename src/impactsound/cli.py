@@ -170,10 +170,14 @@ def events(obj: _Ctx, scene_file: Path, out: Path | None, allow_implausible: boo
 @click.option("--order", type=click.Choice(["1", "2"]), default="2", show_default=True,
               help="Element order: 1 (linear tets) or 2 (quadratic tets).")
 @click.option("--f-max", type=float, default=20000.0, show_default=True, help="Highest frequency kept [Hz].")
+@click.option("--mesher", type=click.Choice(["tetgen", "ftetwild", "gmsh", "auto"]), default="tetgen",
+              show_default=True, help="Tetrahedral mesher for a surface mesh: tetgen (AGPL-3.0; most accurate and "
+                                      "robust measured), ftetwild (MPL-2.0), gmsh (GPL-2.0+; pip install "
+                                      "impactsound[gmsh]), auto (tetgen if installed, else the most permissive).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Write the modal asset (.h5).")
 @click.pass_obj
-def modes(obj: _Ctx, mesh: Path, material, E, nu, rho, count, order, f_max, as_json, out):
+def modes(obj: _Ctx, mesh: Path, material, E, nu, rho, count, order, f_max, mesher, as_json, out):
     """Modal analysis of MESH (watertight surface in metres: OBJ/STL/PLY/OFF/glTF; or a .msh/.vtu tet mesh)."""
     from .fem.modal import modal_analysis
     mat = _material_option(material, E, nu, rho)
@@ -193,7 +197,7 @@ def modes(obj: _Ctx, mesh: Path, material, E, nu, rho, count, order, f_max, as_j
         surf = load_surface(mesh)
         check_surface(surf, str(mesh))
         with obj.progress.stage(f"modes of {mesh.name}") as update:
-            model = modal_analysis(surf, mat, progress=update, **kwargs)
+            model = modal_analysis(surf, mat, progress=update, mesher=mesher, **kwargs)
     if out is not None:
         model.save(out)
         obj.progress.message(f"wrote {out}")

@@ -124,3 +124,20 @@ def test_render_scene_checks_given_events_like_a_scene_event_log():
     with pytest.raises(InputError, match="impulse"):
         isd.render_scene(scene, events=big)
     assert np.array_equal(isd.render_scene(scene, events=res.events).mix, res.mix)   # a good log renders the same
+
+
+def test_scene_mesher_option_reaches_the_modal_analysis(monkeypatch):
+    """[source.modal] mesher is passed to the (cached) modal analysis of every body."""
+    import impactsound.fem.modal as fem_modal
+    from impactsound.sources.modal import modal_models
+    seen = []
+
+    def fake(*a, mesher=None, **k):
+        seen.append(mesher)
+        raise RuntimeError("stop")
+    monkeypatch.setattr(fem_modal, "cached_modal_analysis", fake)
+    d = _scene_dict()
+    d["source"]["modal"]["mesher"] = "ftetwild"
+    with pytest.raises(RuntimeError, match="stop"):
+        modal_models(isd.load_scene(d))
+    assert seen == ["ftetwild"]

@@ -97,6 +97,10 @@ def test_source_option_tables_and_the_older_scene_keys(tmp_path):
         parse_scene(d, src="s.toml")
     with pytest.raises(InputError, match=r"source\.modal\.modal_order: Input should be 1 or 2"):
         _scene(tmp_path, ["modal"], modal={"modal_order": 3})
+    assert _scene(tmp_path, ["modal"]).options["modal"].mesher == "tetgen"
+    assert _scene(tmp_path, ["modal"], modal={"mesher": "ftetwild"}).options["modal"].mesher == "ftetwild"
+    with pytest.raises(InputError, match=r"source\.modal\.mesher: Input should be 'tetgen', 'ftetwild'"):
+        _scene(tmp_path, ["modal"], modal={"mesher": "netgen"})
 
 
 def test_broken_plugin_is_reported_and_never_breaks_the_builtins(tmp_path):

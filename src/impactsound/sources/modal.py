@@ -222,6 +222,10 @@ class ModalOptions(BaseModel):
         "BEM FFAT maps of the first transfer_max_modes modes (reference, slow); low_order = monopole + dipole "
         "(approximate)")
     transfer_max_modes: int = Field(default=20, ge=1, description="modes given BEM FFAT maps with transfer = ffat")
+    mesher: Literal["tetgen", "ftetwild", "gmsh", "auto"] = Field(
+        default="tetgen", description="tetrahedral mesher: tetgen (AGPL-3.0; the default: the most accurate and "
+        "robust measured), ftetwild (MPL-2.0), gmsh (GPL-2.0+, pip install impactsound[gmsh]), auto (the default "
+        "if installed, else the most permissive installed)")
 
 
 @dataclass
@@ -243,7 +247,7 @@ def modal_models(scene, progress=QUIET) -> dict:
         with progress.stage(f"modes of {body.name}") as update:
             models[body.name] = cached_modal_analysis(body.mesh, body.material, order=opt.modal_order,
                                                       max_modes=opt.max_modes, f_max=f_max,
-                                                      progress=update, source=body.source)
+                                                      progress=update, source=body.source, mesher=opt.mesher)
         m = models[body.name]
         if m.n_modes:
             progress.message(f"  {body.name}: {m.n_modes} modes, {m.frequencies_hz[0]:.0f}-"
