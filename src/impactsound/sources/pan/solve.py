@@ -114,17 +114,8 @@ class PANGridPlan:
         return int(np.prod(self.shape))
 
     def memory_bytes(self, dtype=np.float32) -> int:
-        """Memory of the solver's arrays [bytes] (:func:`~impactsound.wave.fdtd.solver_bytes`).
-
-        Parameters
-        ----------
-        dtype : dtype, optional
-            Field dtype.
-
-        Returns
-        -------
-        int
-        """
+        """Memory [bytes] of the solver's arrays with fields of ``dtype``
+        (:func:`~impactsound.wave.fdtd.solver_bytes`)."""
         return solver_bytes(self.shape, self.npml, dtype)
 
     def cell_updates(self, n_fields: int = 6, most: bool = False) -> float:
