@@ -1,0 +1,79 @@
+"""Lamb's problem (step point load on a half-space) against independent references: the unsquared Rayleigh equation,
+Pekeris's closed form at nu = 1/4 (Pekeris 1955), continuity at the P and S arrivals, the volume identity of the
+surface displacement, and Rayleigh-speed values from the literature (Viktorov 1967: c_R/c_s = 0.874 at nu = 0,
+0.919 at 1/4)."""
+import numpy as np
+import pytest
+from scipy.integrate import quad
+
+from impactsound.errors import InputError
+from impactsound.sources.ground.lamb import (rayleigh_roots, rayleigh_speed_ratio, residue_weights,
+                                             speed_ratio_squared, step_response)
+
+
+@pytest.mark.parametrize("nu, ratio", [(0.0, 0.8740320489), (0.25, 0.9194016868), (0.3, 0.9274127097),
+                                       (0.45, 0.9489596979)])
+def test_rayleigh_speed_solves_the_unsquared_rayleigh_equation(nu, ratio):
+    xi = rayleigh_speed_ratio(nu)                       # c_R / c_s
+    a2 = speed_ratio_squared(nu)
+    residual = (2 - xi**2) ** 2 - 4 * np.sqrt(1 - xi**2) * np.sqrt(1 - a2 * xi**2)
+    assert abs(residual) < 1e-12 and abs(xi - ratio) < 1e-9
+
+
+def test_the_spurious_roots_turn_complex_above_nu_star():
+    nu_star = 0.2630820649
+    lo, hi = rayleigh_roots(nu_star - 1e-4), rayleigh_roots(nu_star + 1e-4)
+    assert abs(lo[0].imag) == 0 and abs(lo[1].imag) == 0
+    assert abs(hi[0].imag) > 0 and np.isclose(hi[0], np.conj(hi[1]))
+
+
+def test_pekeris_closed_form_at_nu_one_quarter():
+    s3 = np.sqrt(3.0)
+    gamma = 0.5 * np.sqrt(3 + s3)
+    assert np.isclose(np.sqrt(rayleigh_roots(0.25)[2]), gamma, rtol=0, atol=1e-12)
+    A = sorted(np.real(residue_weights(0.25)))
+    assert np.allclose(A, sorted([s3 / 6, -np.sqrt(3 * s3 - 5) / 6, np.sqrt(3 * s3 + 5) / 6]), rtol=0, atol=1e-12)
+    a = 1 / s3
+    tau = np.linspace(a + 1e-9, gamma - 1e-3, 4001)
+    early = tau < 1
+    ref = np.where(
+        early,
+        (6 - s3 / np.sqrt(tau**2 - 0.25) + np.sqrt(3 * s3 - 5) / np.sqrt(np.abs(tau**2 - (3 - s3) / 4))
+         - np.sqrt(3 * s3 + 5) / np.sqrt((3 + s3) / 4 - tau**2)) / 12,
+        1 - np.sqrt(3 * s3 + 5) / (6 * np.sqrt((3 + s3) / 4 - tau**2)))
+    U = step_response(tau, 0.25)
+    assert np.max(np.abs(U - ref) / np.maximum(1.0, np.abs(ref))) < 1e-12
+
+
+@pytest.mark.parametrize("nu, u1", [(0.1, -0.191875264), (0.25, -0.244016936), (0.3, -0.270838135),
+                                    (0.45, -0.403030778)])
+def test_continuous_at_the_p_and_s_arrivals(nu, u1):
+    a = np.sqrt(speed_ratio_squared(nu))
+    assert abs(step_response(a * (1 + 1e-14), nu)) < 1e-6      # sqrt kink: U ~ sqrt(tau - a)
+    assert step_response(a * (1 - 1e-12), nu) == 0.0
+    lo, hi = step_response([1 - 1e-12, 1 + 1e-12], nu)
+    assert abs(lo - u1) < 1e-8 and abs(hi - u1) < 1e-8
+    assert step_response(1.2, nu) == 1.0                        # static (Boussinesq) value after the R arrival
+
+
+@pytest.mark.parametrize("nu", [0.1, 0.25, 0.3, 0.4])
+def test_volume_identity(nu):
+    """The surface displacement's plane integral is the 1-D P wave: int_a^inf U tau^-2 dtau = a / (1 - nu)
+    (20/27 at nu = 0.1, 4/(3 sqrt 3) at 1/4). The (gamma - tau)^(-1/2) singularity is integrated with
+    tau = gamma - u^2."""
+    a = np.sqrt(speed_ratio_squared(nu))
+    gamma = np.sqrt(rayleigh_roots(nu)[2])
+    f = lambda t: float(step_response(t, nu)) / t**2                                   # noqa: E731
+    I1 = quad(f, a, 1.0, epsabs=1e-14, epsrel=1e-13, limit=200)[0]
+    g = lambda u: 2 * u * f(gamma - u * u)                                              # noqa: E731
+    I2 = quad(g, 0.0, np.sqrt(gamma - 1.0), epsabs=1e-14, epsrel=1e-13, limit=200)[0]
+    total = I1 + I2 + 1.0 / gamma
+    assert abs(total - a / (1 - nu)) < 1e-10
+    if nu == 0.1:
+        assert abs(a / (1 - nu) - 20 / 27) < 1e-15
+
+
+def test_bad_poisson_ratio_is_refused():
+    for nu in (-0.1, 0.5, float("nan")):
+        with pytest.raises(InputError, match="Poisson's ratio"):
+            step_response(1.0, nu)
