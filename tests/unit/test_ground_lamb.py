@@ -77,3 +77,71 @@ def test_bad_poisson_ratio_is_refused():
     for nu in (-0.1, 0.5, float("nan")):
         with pytest.raises(InputError, match="Poisson's ratio"):
             step_response(1.0, nu)
+
+
+# ---- regularized (Lorentzian-smoothed) response -----------------------------------------------------------------
+from impactsound.sources.ground.lamb import regularized_response  # noqa: E402
+
+
+def _brute_force(tau, eps, nu):
+    """(K_eps * U)(tau) by adaptive quadrature of the convolution (independent of the closed form): [a, 1] directly,
+    [1, gamma] with s = gamma - u^2 (the (gamma - s)^(-1/2) singularity), [gamma, inf) where U = 1 in closed form."""
+    a = np.sqrt(speed_ratio_squared(nu))
+    gamma = np.sqrt(rayleigh_roots(nu)[2])
+    K = lambda s: eps / (np.pi * ((tau - s) ** 2 + eps**2))                              # noqa: E731
+    f = lambda s: float(step_response(s, nu)) * K(s)                                     # noqa: E731
+    pts = [p for p in (tau,) if a < p < 1]
+    I1 = quad(f, a, 1.0, points=pts or None, epsabs=1e-13, epsrel=1e-12, limit=400)[0]
+    g = lambda u: 2 * u * f(gamma - u * u)                                               # noqa: E731
+    up = [np.sqrt(gamma - tau)] if 1 < tau < gamma else None
+    I2 = quad(g, 0.0, np.sqrt(gamma - 1.0), points=up, epsabs=1e-13, epsrel=1e-12, limit=400)[0]
+    return I1 + I2 + 0.5 - np.arctan((gamma - tau) / eps) / np.pi
+
+
+@pytest.mark.parametrize("nu, tau, eps, ref", [
+    (0.25, 1.05, 0.05, [-0.3626869485, -1.527789153, 179.9846508, 11095.69796]),
+    (0.30, 0.58, 0.05, [-0.02152842326, -0.22808536, 8.053687194, 27.37952429]),
+    (0.40, 1.05, 0.01, [-1.526308453, -40.95605885, 2039.53158, 1184291.516])])
+def test_regularized_response_matches_reference_values(nu, tau, eps, ref):
+    """Reference values of the derivation (10 digits), including nu above nu* (complex root pair)."""
+    got = [float(regularized_response(tau, eps, nu, n)) for n in range(4)]
+    assert np.allclose(got, ref, rtol=2e-9, atol=0)
+
+
+def test_regularized_response_against_brute_force_convolution():
+    for nu in (0.1, 0.25, 0.3, 0.45):
+        for eps in (0.2, 0.05, 0.01):
+            # 0.5 = sqrt(x1) at nu = 1/4: the near-singular case evaluated by quadrature instead of the recurrence
+            taus = np.array([-0.5, 0.3, 0.5, 0.6, 0.8, 0.95, 1.02, 1.06, 1.5, 3.0])
+            got = regularized_response(taus, eps, nu)
+            ref = np.array([_brute_force(t, eps, nu) for t in taus])
+            assert np.max(np.abs(got - ref) / np.maximum(1.0, np.abs(ref))) < 1e-8, (nu, eps)
+
+
+def test_branch_of_the_logarithm_above_nu_star_and_static_limit():
+    # nu = 0.3 > nu*: a principal logarithm would give 0.1523616295 here
+    assert abs(regularized_response(0.8, 0.01, 0.3) - (-0.03561399516)) < 1e-9
+    # long after the Rayleigh arrival the smoothed response tends to Boussinesq's static value (1)
+    got = [regularized_response(5.0, e, 0.25) for e in (0.2, 0.05, 0.01)]
+    assert np.allclose(got, [0.9831221299, 0.9957768452, 0.9991553218], rtol=0, atol=1e-9)
+
+
+def test_regularized_derivatives_are_the_derivatives():
+    """n = 1..3 against Richardson-extrapolated central differences of n = 0..2 (error O(h^4); the recurrence is
+    independent of the differences)."""
+    nu, eps, h = 0.3, 0.05, 2e-4
+    taus = np.array([0.45, 0.7, 0.9, 1.04, 1.3])
+
+    def central(n, hh):
+        return (regularized_response(taus + hh, eps, nu, n) - regularized_response(taus - hh, eps, nu, n)) / (2 * hh)
+    for n in (1, 2, 3):
+        fd = (4 * central(n - 1, h / 2) - central(n - 1, h)) / 3
+        ex = regularized_response(taus, eps, nu, n)
+        assert np.max(np.abs(fd - ex) / np.maximum(1.0, np.abs(ex))) < 1e-5, n
+
+
+def test_regularized_response_refuses_bad_arguments():
+    with pytest.raises(InputError, match="eps"):
+        regularized_response(1.0, 0.0, 0.25)
+    with pytest.raises(InputError, match="derivative order"):
+        regularized_response(1.0, 0.1, 0.25, n=4)
