@@ -184,12 +184,14 @@ def _inv_root_integrals(p, kind: str, x, s1: float, s2: float, m_max: int, gamma
     return I
 
 
-def _quad_inv_root1(p, x, s1: float, s2: float, m: int, eps: float):
+def _quad_inv_root1(p, x, s1: float, s2: float, m: int, eps):
     """int_{s1}^{s2} ds / ((s - p)^m sqrt(s^2 - x)) by 24-point Gauss-Legendre on panels refined towards Re p
     (breakpoints Re p +- eps 2^k): where p^2 is close to x the recurrence above loses accuracy."""
     out = np.empty(len(p), np.complex128)
+    eps = np.broadcast_to(np.asarray(eps, np.float64), p.shape)
     for i, pp in enumerate(p):
-        bps = pp.real + np.concatenate([-eps * 2.0 ** np.arange(12), [0.0], eps * 2.0 ** np.arange(12)])
+        e = eps[i]
+        bps = pp.real + np.concatenate([-e * 2.0 ** np.arange(12), [0.0], e * 2.0 ** np.arange(12)])
         edges = np.unique(np.clip(np.concatenate([[s1, s2], bps]), s1, s2))
         lo, hi = edges[:-1], edges[1:]
         s = 0.5 * (lo + hi)[:, None] + 0.5 * (hi - lo)[:, None] * _GL_X[None, :]
@@ -205,8 +207,9 @@ def regularized_response(tau, eps, nu: float, n: int = 0) -> np.ndarray:
     ----------
     tau : array_like
         Dimensionless time c_s t / r.
-    eps : float
-        Dimensionless Lorentzian half-width c_s epsilon / r (> 0; double precision holds down to ~1e-4).
+    eps : float or array_like
+        Dimensionless Lorentzian half-width c_s epsilon / r (> 0; double precision holds down to ~1e-4); an
+        array broadcasts with ``tau`` (one width per sample, e.g. one per distance r).
     nu : float
         Poisson's ratio, in [0, 0.5).
     n : int
@@ -218,14 +221,16 @@ def regularized_response(tau, eps, nu: float, n: int = 0) -> np.ndarray:
     ndarray
         Re U^(n)(tau + i eps) (module comment above).
     """
-    eps = float(eps)
-    if not (np.isfinite(eps) and eps > 0):
+    eps_in = np.asarray(eps, np.float64)
+    if not (np.all(np.isfinite(eps_in)) and np.all(eps_in > 0)):
         raise InputError(f"regularized Lamb response: eps = {eps} must be positive (the regularization width)")
     if int(n) != n or not 0 <= n <= 3:
         raise InputError(f"regularized Lamb response: derivative order n = {n} must be 0, 1, 2 or 3")
     n = int(n)
-    t = np.atleast_1d(np.asarray(tau, np.float64))
-    z = t + 1j * eps
+    t, e = np.broadcast_arrays(np.asarray(tau, np.float64), eps_in)
+    shape = t.shape
+    t, e = t.reshape(-1), e.reshape(-1)
+    z = t + 1j * e
     a = np.sqrt(speed_ratio_squared(nu))
     x1, x2, x3 = rayleigh_roots(nu)
     A = residue_weights(nu)
@@ -238,7 +243,7 @@ def regularized_response(tau, eps, nu: float, n: int = 0) -> np.ndarray:
         Ij = _inv_root_integrals(z, "1", xj, a, 1.0, m, gamma)[m]
         near = np.abs(z * z - xj) < 0.05
         if near.any():
-            Ij[near] = _quad_inv_root1(z[near], xj, a, 1.0, m, eps)
+            Ij[near] = _quad_inv_root1(z[near], xj, a, 1.0, m, e[near])
         total += 0.5 * Aj * Ij
     total += 0.5 * A[2] * _inv_root_integrals(z, "3", x3, a, 1.0, m, gamma)[m]
     total += A[2] * _inv_root_integrals(z, "3", x3, 1.0, gamma, m, gamma)[m]
@@ -247,5 +252,5 @@ def regularized_response(tau, eps, nu: float, n: int = 0) -> np.ndarray:
     else:
         from math import factorial
         U = (0.5 * factorial(n - 1) * ((a - z) ** (-n) + (1 - z) ** (-n)) - factorial(n) * total) / (1j * np.pi)
-    out = U.real
-    return out if np.ndim(tau) else out[0]
+    out = U.real.reshape(shape)
+    return out if out.ndim else float(out)
