@@ -83,3 +83,51 @@ def test_bad_ground_and_arguments_are_refused():
         surface_motion(0.0, 0.0, 0.1, 4e-5, g)
     with pytest.raises(InputError, match="kernel"):
         surface_motion(0.1, 0.0, 0.1, 4e-5, g, kernel="gauss")
+
+
+# ---- the ball ----------------------------------------------------------------------------------------------------
+from impactsound.sources.ground.ball import ball_pressure, kernel  # noqa: E402
+
+
+def test_kernels_have_unit_area_and_k4_a_fourth_order_tail():
+    from scipy.integrate import quad
+    eps = 4e-5
+    for kind in ("lorentzian", "K4"):                 # t = eps tan(theta) maps the real line to (-pi/2, pi/2)
+        area = quad(lambda th: float(kernel(eps * math.tan(th), eps, kind)) * eps / math.cos(th) ** 2,
+                    -math.pi / 2, math.pi / 2, epsabs=1e-14, epsrel=1e-13)[0]
+        assert abs(area - 1) < 1e-10
+    t = 1e3 * eps
+    assert abs(kernel(t, eps, "K4") * t**4 / (6 * eps**3 / math.pi) - 1) < 1e-5     # tail 6 eps^3 / (pi t^4)
+    h = 1e-9                                                                          # K' by differences
+    assert abs((kernel(eps + h, eps) - kernel(eps - h, eps)) / (2 * h) / kernel(eps, eps, derivative=1) - 1) < 1e-6
+
+
+def test_ball_image_makes_the_ground_rigid():
+    """With the image, dp/dz = 0 on the ground (mirror symmetry), to rounding."""
+    kw = dict(centre=[0.0, 0.0, 0.01], impulse=0.086, mass=0.0335, radius=0.01, eps=4.08e-5)
+    xy = np.array([[0.05, 0.02], [0.3, -0.1], [0.0, 0.4]])
+    t = 0.2 / 343.2 + np.linspace(-2e-4, 2e-4, 9)[:, None]
+    dz = 1e-6
+    up = ball_pressure(np.concatenate([xy, np.full((3, 1), dz)], 1), t, **kw)
+    down = ball_pressure(np.concatenate([xy, np.full((3, 1), -dz)], 1), t, **kw)
+    assert np.max(np.abs(up - down)) < 1e-9 * np.abs(up).max()
+    free = ball_pressure(np.concatenate([xy, np.full((3, 1), dz)], 1), t, image=False, **kw)
+    assert np.max(np.abs(up - free)) > 0.1 * np.abs(up).max()          # the image matters near the ground
+
+
+def test_far_fields_of_ground_and_ball_have_the_derived_ratio():
+    """Far above the impact the free ball's dipole tends to rho_a b^3 J K'(t_r) / (2 m c_a h) and the ground's to
+    -rho_a J K'(t_r) / (2 pi h rho_g c_p), so p_g / p_b -> -4 rho_b c_a / (3 rho_g c_p), independent of b, J, h."""
+    g, eps, ca, rhoa = HalfSpace(11e9, 0.25, 750.0), 4.0825e-5, 343.0, 1.2041
+    b, rho_b = 0.01, 8000.0
+    m, J, h = rho_b * 4 / 3 * math.pi * b**3, 0.05, 80.0
+    tr = np.array([-eps / math.sqrt(3), eps / math.sqrt(3)])
+    pb = ball_pressure([0.0, 0.0, h], h / ca + tr, centre=[0, 0, 0], impulse=J, mass=m, radius=b, eps=eps,
+                       kernel_kind="lorentzian", image=False, c_a=ca, rho_a=rhoa)
+    Kp = kernel(tr, eps, "lorentzian", 1)
+    # the near-field (acceleration) term is c_a K / (h K') ~ 3e-4 of the far-field one here
+    near = np.abs(ca * kernel(tr, eps, "lorentzian") / (h * Kp))
+    assert np.all(np.abs(pb / (rhoa * b**3 * J * Kp / (2 * m * ca * h)) - 1) < 2 * near)
+    pg = rayleigh_on_axis(lambda r, t: surface_motion(r, t, J, eps, g, kernel="lorentzian"), h, h / ca + tr,
+                          r_max=40 * g.c_s * eps, r_scale=g.c_s * eps, c_a=ca, rho_a=rhoa)
+    assert np.allclose(pg / pb, -4 * rho_b * ca / (3 * g.rho * g.c_p), rtol=5e-3)
