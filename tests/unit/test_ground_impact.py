@@ -131,3 +131,22 @@ def test_far_fields_of_ground_and_ball_have_the_derived_ratio():
     pg = rayleigh_on_axis(lambda r, t: surface_motion(r, t, J, eps, g, kernel="lorentzian"), h, h / ca + tr,
                           r_max=40 * g.c_s * eps, r_scale=g.c_s * eps, c_a=ca, rho_a=rhoa)
     assert np.allclose(pg / pb, -4 * rho_b * ca / (3 * g.rho * g.c_p), rtol=5e-3)
+
+
+def test_off_axis_rayleigh_integral():
+    """Off axis: a small accelerating disk (radius B much smaller than the distance D) radiates like a baffled point
+    source, p = rho B^2 a(t - D/c) / (2 D) (1 + O(B^2/D^2, k^2 B^2)); at offset 0 the off-axis form is the on-axis
+    one."""
+    from impactsound.sources.ground.impact import rayleigh_off_axis
+    B, c, rho, s = 0.005, 343.0, 1.2, 2e-4
+    dv = lambda t: -2 * t / s**2 * np.exp(-(t / s) ** 2)                     # noqa: E731
+    disk = lambda r, t: np.where(r < B, dv(t), 0.0)                          # noqa: E731
+    h, off = 0.3, 0.4
+    D = math.hypot(h, off)
+    t = D / c + np.linspace(-3 * s, 3 * s, 61)
+    p = rayleigh_off_axis(disk, h, off, t, r_max=B, r_scale=B, breaks=[B], c_a=c, rho_a=rho)
+    ref = rho * B**2 * dv(t - D / c) / (2 * D)
+    assert np.max(np.abs(p - ref)) < 2e-3 * np.abs(ref).max()
+    on = rayleigh_on_axis(disk, h, t, r_max=B, r_scale=B, breaks=[B], c_a=c, rho_a=rho)
+    off0 = rayleigh_off_axis(disk, h, 0.0, t, r_max=B, r_scale=B, breaks=[B], c_a=c, rho_a=rho)
+    assert np.max(np.abs(on - off0)) < 1e-10 * np.abs(on).max()

@@ -165,3 +165,32 @@ def rayleigh_on_axis(accel, h: float, t, *, r_max: float, r_scale: float, breaks
         an = accel(r[sl, None], t[None, :] - R[sl, None] / c_a)
         out += (2 * u[sl, None] * w[sl, None] * an).sum(axis=0)
     return rho_a * out
+
+
+def rayleigh_off_axis(accel, h: float, offset: float, t, *, r_max: float, r_scale: float, breaks=(),
+                      n_phi: int = 96, c_a: float = AIR_C, rho_a: float = AIR_RHO, chunk: int = 16) -> np.ndarray:
+    """Pressure [Pa] at height h [m] and horizontal offset [m] from the impact, radiated by an axisymmetric normal
+    acceleration a_n(r, t) of the plane (Rayleigh integral; the half-plane phi in [0, pi] counted twice):
+
+        p(t) = (rho_a / pi) int_0^inf int_0^pi a_n(r, t - D/c_a) r / D dphi dr,
+        D = sqrt(h^2 + offset^2 + r^2 - 2 offset r cos(phi)).
+
+    r: 24-point Gauss-Legendre panels with edges geometric from r_scale / 1e4 to r_max (plus ``breaks``); phi:
+    Gauss-Legendre with ``n_phi`` nodes. Arguments as :func:`rayleigh_on_axis`; offset = 0 is the on-axis case.
+    """
+    t = np.atleast_1d(np.asarray(t, np.float64))
+    edges = np.unique(np.concatenate([[0.0], np.geomspace(r_scale * 1e-4, r_max, 60), np.asarray(breaks, float),
+                                      [offset] if 0 < offset < r_max else []]))
+    edges = edges[edges <= r_max]
+    lo, hi = edges[:-1], edges[1:]
+    r = (0.5 * (lo + hi)[:, None] + 0.5 * (hi - lo)[:, None] * _GL_X[None, :]).ravel()
+    wr = (0.5 * (hi - lo)[:, None] * _GL_W[None, :]).ravel()
+    xp, wp = np.polynomial.legendre.leggauss(n_phi)
+    phi, wphi = 0.5 * np.pi * (xp + 1), 0.5 * np.pi * wp
+    out = np.zeros(len(t))
+    for a in range(0, len(r), chunk):
+        rr, ww = r[a:a + chunk, None], wr[a:a + chunk, None]
+        D = np.sqrt(h * h + offset**2 + rr**2 - 2 * offset * rr * np.cos(phi)[None, :])      # (nr, nphi)
+        an = accel(rr[..., None], t[None, None, :] - D[..., None] / c_a)                  # (nr, nphi, nt)
+        out += ((ww * rr / D * wphi[None, :])[..., None] * an).sum(axis=(0, 1))
+    return rho_a / np.pi * out
