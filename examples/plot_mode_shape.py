@@ -44,7 +44,7 @@ def main(out_dir="out/examples", small=False):
     model = isd.modal_analysis(trimesh.creation.box(PLATE), steel, order=2, max_modes=n_show)
     theory = kirchhoff_plate_hz(PLATE[0], PLATE[2], steel)
     faces = np.asarray(model.surface_faces)
-    nv = int(faces.max()) + 1                              # the triangle vertices come first among surface nodes
+    nv = model.n_surface_vertices                          # the triangle vertices come first among surface nodes
     x = np.asarray(model.surface_nodes)[:nv]
     print(f"steel plate {PLATE} m, {model.mass * 1000:.0f} g, {len(faces)} surface triangles")
 

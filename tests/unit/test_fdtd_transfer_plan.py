@@ -13,6 +13,7 @@ def _sphere_model(freqs, a=0.04):
     s = trimesh.creation.icosphere(subdivisions=3, radius=a)
     v, f = np.asarray(s.vertices), np.asarray(s.faces)
     return SimpleNamespace(surface_nodes=v, surface_faces=f, surface_faces6=None, inputs_hash="",
+                           n_surface_vertices=len(v),
                            frequencies_hz=np.asarray(freqs, float),
                            shapes=np.broadcast_to([0.0, 0.0, 1.0], (len(freqs), len(v), 3)).copy())
 

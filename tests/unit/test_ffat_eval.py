@@ -1,6 +1,6 @@
 """The packed FFAT bank evaluator (prefetching, blocked over modes) against a plain per-mode NumPy evaluation of
 the same definition: bilinear interpolation of Psi_m on the (theta_i = i pi / (T - 1), phi_j = j pi / T) grid,
-periodic in phi, times h0(kR) / (kR)^m (harmonic-shells.md "FFAT maps")."""
+periodic in phi, times h0(kR) / (kR)^m (Chadwick, An & James 2009, "Harmonic Shells", sec. 4)."""
 import numpy as np
 
 from impactsound.transfer import ffat

@@ -45,6 +45,7 @@ def test_oscillating_sphere_matches_the_exact_field():
     v, f = np.asarray(s.vertices), np.asarray(s.faces)
     freqs = np.array([2000.0, 4000.0])
     model = SimpleNamespace(surface_nodes=v, surface_faces=f, surface_faces6=None, frequencies_hz=freqs,
+                            n_surface_vertices=len(v),
                             shapes=np.broadcast_to([0.0, 0.0, 1.0], (2, len(v), 3)).copy())
     pl, box, P, dP = solve_box_fields(model, FDTDTransferSettings())
     assert len(pl.groups) == 1

@@ -56,6 +56,11 @@ class ModalModel:
         return int(len(self.frequencies_hz))
 
     @property
+    def n_surface_vertices(self) -> int:
+        """How many of ``surface_nodes`` are triangle vertices (they come first; the rest are P2 edge mid-nodes)."""
+        return int(np.asarray(self.surface_faces).max()) + 1
+
+    @property
     def bounding_radius(self) -> float:
         """Radius of the smallest origin-centred sphere holding the surface [m]."""
         return float(np.sqrt((self.surface_nodes**2).sum(axis=1).max()))

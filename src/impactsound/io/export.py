@@ -84,7 +84,7 @@ def _vertex_normals(vertices, faces) -> np.ndarray:
 def _hit_points(model, points):
     """(positions (n, 3), outward normals (n, 3), gains a (n, m_all), distance (n,) or None) of the hit points."""
     faces = np.asarray(model.surface_faces, np.int64)
-    nv = int(faces.max()) + 1
+    nv = model.n_surface_vertices
     verts = np.asarray(model.surface_nodes, np.float64)[:nv]
     shapes = np.asarray(model.shapes, np.float64)
     if points is None:

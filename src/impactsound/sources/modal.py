@@ -87,7 +87,7 @@ class ModalSource:
         for name, model in self.models.items():
             if name not in self._surface:
                 faces = np.asarray(model.surface_faces, np.int64)
-                nv = int(faces.max()) + 1
+                nv = model.n_surface_vertices
                 self._surface[name] = SurfaceCurvature(np.asarray(model.surface_nodes)[:nv], faces)
         return self._surface
 
@@ -440,7 +440,7 @@ def strike(model, point, impulse, listener, *, duration: float = 1.0, sample_rat
     if not model.n_modes:
         raise InputError("strike: the model has no modes (nothing below its f_max); nothing to hear")
     air = air or Air()
-    nv = int(np.asarray(model.surface_faces).max()) + 1
+    nv = model.n_surface_vertices
     surf = SurfaceCurvature(np.asarray(model.surface_nodes)[:nv], np.asarray(model.surface_faces))
     p = np.asarray(point, np.float64).reshape(-1)
     if p.shape != (3,) or not np.isfinite(p).all():

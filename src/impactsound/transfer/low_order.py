@@ -125,7 +125,7 @@ def model_moments(model):
     V, D : ndarray
         As :func:`surface_moments`.
     """
-    nv = int(np.asarray(model.surface_faces).max()) + 1
+    nv = model.n_surface_vertices
     return surface_moments(model.surface_nodes if model.surface_faces6 is not None
                            else model.surface_nodes[:nv], model.surface_faces, model.shapes
                            if model.surface_faces6 is not None else model.shapes[:, :nv],

@@ -112,7 +112,7 @@ def model_surface(model):
     shapes = np.asarray(model.shapes, np.float64)
     if model.surface_faces6 is None:
         faces = np.asarray(model.surface_faces, np.int64)
-        nv = int(faces.max()) + 1
+        nv = model.n_surface_vertices
         return nodes[:nv], faces, shapes[:, :nv]
     f6 = np.asarray(model.surface_faces6, np.int64)
     v0, v1, v2, m01, m12, m20 = f6.T
