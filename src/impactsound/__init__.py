@@ -29,7 +29,7 @@ from .dynamics.hygiene import RawContacts, clean_contacts
 from .errors import ImpactSoundError
 from .fem.modal import modal_analysis
 from .fem.model import ModalModel
-from .materials import Material, get_material, make_material, material_table
+from .materials import Material, get_material, ground_fit, make_material, material_table
 from .pipeline import RenderResult, render_scene
 from .scene import Air, Scene, load_scene
 from .sources.base import Source
@@ -38,6 +38,6 @@ from .sources.registry import SourceKind, register
 from .sources.registry import available as available_sources
 
 __all__ = ["Air", "ContactStage", "EventLog", "ImpactSoundError", "Material", "ModalModel", "RawContacts", "RenderResult",
-           "Scene", "Source", "SourceKind", "available_sources", "clean_contacts", "contact_stage", "get_material",
+           "Scene", "Source", "SourceKind", "available_sources", "clean_contacts", "contact_stage", "get_material", "ground_fit",
            "load_scene", "make_material", "material_table", "modal_analysis", "register", "render_scene", "strike",
            "transfer_model"]

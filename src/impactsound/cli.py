@@ -219,16 +219,19 @@ def modes(obj: _Ctx, mesh: Path, material, E, nu, rho, count, order, f_max, mesh
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print the table as JSON.")
 def materials(as_json):
-    """The shipped material table (rho kg/m^3, E Pa, nu, Rayleigh alpha 1/s and beta s)."""
+    """The shipped material table (rho kg/m^3, E Pa, nu, Rayleigh alpha 1/s and beta s); floor materials say how
+    well the ground-sound model (an elastic half-space) fits them."""
     from .materials import material_table
     rows = material_table()
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
-    click.echo(f"{'name':16s} {'rho':>7s} {'E [Pa]':>10s} {'nu':>5s} {'alpha':>6s} {'beta':>9s}  source")
+    click.echo(f"{'name':20s} {'rho':>7s} {'E [Pa]':>10s} {'nu':>5s} {'alpha':>6s} {'beta':>9s}  source")
     for r in rows:
-        click.echo(f"{r['name']:16s} {r['rho']:7.0f} {r['E']:10.3g} {r['nu']:5.2f} {r['alpha']:6.2g} "
+        click.echo(f"{r['name']:20s} {r['rho']:7.0f} {r['E']:10.3g} {r['nu']:5.2f} {r['alpha']:6.2g} "
                    f"{r['beta']:9.3g}  {r.get('source', '')}")
+        if r.get("ground"):
+            click.echo(f"{'':20s} as a ground (elastic half-space): {r['ground']}")
 
 
 def _material_option(material, E, nu, rho):

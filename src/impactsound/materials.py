@@ -178,6 +178,33 @@ def make_material(name: str = "custom", *, rho: float, E: float, nu: float, alph
     return Material(name=name, **vals)
 
 
+def _key(name: str) -> str:
+    key = str(name).strip().lower().replace(" ", "_").replace("-", "_")
+    return _ALIASES.get(key, key)
+
+
+_ALIASES = {"aluminum": "aluminium", "wood": "wood_hard", "plastic": "abs_plastic", "abs": "abs_plastic",
+            "stainless": "stainless_steel", "porcelain": "ceramic", "soil": "packed_soil", "board": "particle_board"}
+
+
+def ground_fit(material) -> str:
+    """How well an elastic half-space models a floor of this material (Qu & James 2019 treat the ground as one).
+
+    Parameters
+    ----------
+    material : Material or str
+        A shipped material or its name.
+
+    Returns
+    -------
+    str
+        The table's ``ground`` entry: "good...", "fair: why" or "poor: why"; "" for a material that is not a
+        floor material (or a user's own constants).
+    """
+    name = material.name if isinstance(material, Material) else material
+    return str(_table().get(_key(name), {}).get("ground", ""))
+
+
 def get_material(name: str, where: str = "material") -> Material:
     """Look up a shipped material by name.
 
@@ -200,16 +227,13 @@ def get_material(name: str, where: str = "material") -> Material:
         On an unknown name (the message lists the closest ones and all known materials).
     """
     table = _table()
-    key = str(name).strip().lower().replace(" ", "_").replace("-", "_")
-    aliases = {"aluminum": "aluminium", "wood": "wood_hard", "plastic": "abs_plastic", "abs": "abs_plastic",
-               "stainless": "stainless_steel", "porcelain": "ceramic"}
-    key = aliases.get(key, key)
+    key = _key(name)
     if key not in table:
         close = difflib.get_close_matches(key, list(table), n=3, cutoff=0.5)
         hint = f" Did you mean {', '.join(close)}?" if close else ""
         raise MaterialError(f"{where}: unknown material {name!r}.{hint} Known materials: "
                             f"{', '.join(sorted(table))} (or give E, nu and rho explicitly).")
-    row = {k: v for k, v in table[key].items() if k != "source"}
+    row = {k: v for k, v in table[key].items() if k not in ("source", "ground")}
     return make_material(key, where=where, **row)
 
 
@@ -219,7 +243,8 @@ def material_table() -> list[dict]:
     Returns
     -------
     list of dict
-        One dict per material, sorted by name: ``name``, the constants (SI units) and ``source``.
+        One dict per material, sorted by name: ``name``, the constants (SI units), ``source`` and, for floor
+        materials, ``ground`` (how well the elastic half-space of the ground-sound model fits it).
     """
     out = []
     for name in material_names():
