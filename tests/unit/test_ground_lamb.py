@@ -145,3 +145,54 @@ def test_regularized_response_refuses_bad_arguments():
         regularized_response(1.0, 0.0, 0.25)
     with pytest.raises(InputError, match="derivative order"):
         regularized_response(1.0, 0.1, 0.25, n=4)
+
+
+# ---- the compiled kernel against the partition algorithm it replaced, and where that algorithm fails ---------------
+from impactsound.sources.ground.lamb import _regularized_response_reference  # noqa: E402
+
+
+def test_regularized_response_matches_the_partition_algorithm_on_a_dense_random_set():
+    """1000 random points per (nu, n): tau uniform in [-1, 5], eps log-uniform in [1e-3, 2]; the kernel's analytic
+    branch of the logarithm against the reference's partition sums (_delta_log), to 1e-9 of max(1, |value|)."""
+    rng = np.random.default_rng(20250101)
+    for nu in (0.1, 0.25, 0.3, 0.4, 0.45):
+        for n in range(4):
+            tau = rng.uniform(-1.0, 5.0, 1000)
+            eps = np.exp(rng.uniform(np.log(1e-3), np.log(2.0), 1000))
+            got = regularized_response(tau, eps, nu, n)
+            ref = _regularized_response_reference(tau, eps, nu, n)
+            assert np.max(np.abs(got - ref) / np.maximum(1.0, np.abs(ref))) < 1e-9, (nu, n)
+
+
+def _derivative_by_quadrature(tau, eps, nu, n):
+    """Re (n!/(i pi)) int U(s) / (s - z)^(n+1) ds, z = tau + i eps, n >= 1, by adaptive quadrature (for tau before
+    the P arrival, where the integrand is smooth): [a, 1] directly, [1, gamma] with s = gamma - u^2, and
+    int_gamma^inf (s - z)^-(n+1) ds = (gamma - z)^-n / n in closed form."""
+    a = np.sqrt(speed_ratio_squared(nu))
+    gamma = np.sqrt(rayleigh_roots(nu)[2])
+    c = (1, 1, 2, 6)[n] / (1j * np.pi)
+    f = lambda s: (c * float(step_response(s, nu)) / (s - tau - 1j * eps) ** (n + 1)).real   # noqa: E731
+    I1 = quad(f, a, 1.0, epsabs=1e-16, epsrel=1e-13, limit=200)[0]
+    I2 = quad(lambda u: 2 * u * f(gamma - u * u), 0.0, np.sqrt(gamma - 1.0), epsabs=1e-16, epsrel=1e-13,
+              limit=200)[0]
+    return I1 + I2 + (c * (gamma - tau - 1j * eps) ** (-n) / n).real
+
+
+@pytest.mark.parametrize("nu", [0.1, 0.3, 0.45])
+def test_regularized_derivatives_before_the_load_near_tau_minus_gamma(nu):
+    """At tau = -gamma the recurrence in m divides by x3 - z^2 ~ 0 although the integrand is smooth (the reference
+    algorithm is off by up to 1e-2 there at eps = 1e-4); the kernel integrates in theta instead."""
+    gamma = np.sqrt(rayleigh_roots(nu)[2])
+    for tau in (-gamma, -gamma + 0.01, -1.0):
+        for eps in (1e-4, 1e-2):
+            for n in (1, 2, 3):
+                ref = _derivative_by_quadrature(tau, eps, nu, n)
+                assert abs(regularized_response(tau, eps, nu, n) - ref) < 1e-8 * abs(ref), (tau, eps, n)
+
+
+def test_regularized_response_at_nu_star():
+    """At nu* the roots x1, x2 nearly coincide and A1, A2 are ~5e3 with a small sum (the reference algorithm is off
+    by 5e-5 at tau = 1, eps = 1e-4); the kernel against the brute-force convolution."""
+    nu = 0.2630820649
+    for tau, eps in ((1.0, 1e-4), (0.999, 1e-4), (1.0, 1e-3), (0.8, 1e-3)):
+        assert abs(regularized_response(tau, eps, nu) - _brute_force(tau, eps, nu)) < 1e-9, (tau, eps)

@@ -28,7 +28,12 @@ in complex arithmetic and add to a real number. U is continuous, with kinks at t
 """
 from __future__ import annotations
 
+import cmath
+import functools
+import math
+
 import numpy as np
+from numba import njit
 
 from ...errors import InputError
 
@@ -200,6 +205,196 @@ def _quad_inv_root1(p, x, s1: float, s2: float, m: int, eps):
     return out
 
 
+def _regularized_args(tau, eps, n: int):
+    """(tau, eps) checked, broadcast and flattened, their broadcast shape, and n as an int (regularized_response)."""
+    eps_in = np.asarray(eps, np.float64)
+    if not (np.all(np.isfinite(eps_in)) and np.all(eps_in > 0)):
+        raise InputError(f"regularized Lamb response: eps = {eps} must be positive (the regularization width)")
+    if int(n) != n or not 0 <= n <= 3:
+        raise InputError(f"regularized Lamb response: derivative order n = {n} must be 0, 1, 2 or 3")
+    t, e = np.broadcast_arrays(np.asarray(tau, np.float64), eps_in)
+    return np.ascontiguousarray(t.reshape(-1)), np.ascontiguousarray(e.reshape(-1)), t.shape, int(n)
+
+
+@functools.lru_cache(maxsize=64)
+def _lamb_constants(nu: float):
+    """(a, x1, x2, x3, A1, A2, A3, gamma) of Poisson's ratio ``nu`` (module docstring), computed once per nu."""
+    a = float(np.sqrt(speed_ratio_squared(nu)))
+    x1, x2, x3 = rayleigh_roots(nu)
+    A1, A2, A3 = residue_weights(nu)
+    return a, x1, x2, x3, A1, A2, A3, float(np.sqrt(x3))
+
+
+def _regularized_response_reference(tau, eps, nu: float, n: int = 0) -> np.ndarray:
+    """regularized_response by the partition algorithm of _delta_log and NumPy: slow, kept to check the kernel."""
+    t, e, shape, n = _regularized_args(tau, eps, n)
+    z = t + 1j * e
+    a, x1, x2, x3, A1, A2, A3, gamma = _lamb_constants(_check_nu(nu))
+    m = n + 1
+    total = np.zeros(len(z), np.complex128)
+    for Aj, xj in ((A1, x1), (A2, x2)):
+        if Aj == 0:
+            continue
+        Ij = _inv_root_integrals(z, "1", xj, a, 1.0, m, gamma)[m]
+        near = np.abs(z * z - xj) < 0.05
+        if near.any():
+            Ij[near] = _quad_inv_root1(z[near], xj, a, 1.0, m, e[near])
+        total += 0.5 * Aj * Ij
+    total += 0.5 * A3 * _inv_root_integrals(z, "3", x3, a, 1.0, m, gamma)[m]
+    total += A3 * _inv_root_integrals(z, "3", x3, 1.0, gamma, m, gamma)[m]
+    if n == 0:
+        U = (-0.5 * np.log(1 - z) - 0.5 * np.log(a - z) - total) / (1j * np.pi)
+    else:
+        U = 0.5 * math.factorial(n - 1) * ((a - z) ** (-n) + (1 - z) ** (-n)) - math.factorial(n) * total
+        U = U / (1j * np.pi)
+    out = U.real.reshape(shape)
+    return out if out.ndim else float(out)
+
+
+# ---- compiled kernel: the same closed form, with the branch of each logarithm found analytically ------------------
+# Kind 3 (s in [a, gamma], x3 = gamma^2): s = gamma cos(theta) and w = tan(theta/2) = sqrt((gamma - s)/(gamma + s))
+# turn I_1 into 2/(gamma + p) int dw / (w^2 - r^2), r^2 = (gamma - p)/(gamma + p), so
+#     I_1 = -(2 / Q) [atanh(w2 / r) - atanh(w1 / r)],   Q = r (gamma + p)   (either sign of r).
+# w is real and r is not (Im p > 0), so w / r runs along a ray from 0 that misses the cuts of the principal atanh.
+# Kind 1 (s in [a, 1], x = x1 or x2): Euler's substitution u = s + sqrt(s^2 - x), du / u = ds / sqrt(s^2 - x),
+# turns I_1 into int 2 du / ((u - u+)(u - u-)), u+- = p +- q, q = sqrt(p^2 - x), so
+#     I_1 = [D ln(u - u+) - D ln(u - u-)] / q,
+# D ln g the continuous change along the path. For real x (below nu*; x < a^2), u is real and Im(u - c) = -Im c
+# keeps one sign: principal logarithms. For complex x, Im sqrt(s^2 - x) = -Im x / (2 Re sqrt(s^2 - x)) is monotone in
+# s (Re sqrt(s^2 - x) grows with s), so u - c crosses the real axis at most once, where Re sqrt(s^2 - x) =
+# -Im x / (2 Im c); the branch changes by 2 pi i when it crosses the negative half. This replaces the partition of
+# _delta_log (same integrals; both substitutions are the textbook ones for such integrands). Where p^2 is close to x
+# the recurrence loses accuracy: kind 1 then takes the panel quadrature of _quad_inv_root1, as the reference does, and
+# kind 3 near p = -gamma (tau < -1: before the load, where the reference is off by up to 1e-2 at eps = 1e-4) a
+# Gauss-Legendre quadrature in theta.
+
+
+@njit(cache=True)
+def _dlog_euler(g1, g2, x, c):
+    """Continuous change of ln(u(s) - c) from g1 = u(s1) - c to g2 = u(s2) - c, u(s) = s + sqrt(s^2 - x), s > 0."""
+    d = cmath.log(g2) - cmath.log(g1)
+    below1 = math.copysign(1.0, g1.imag) < 0.0             # the side of the cut that the principal log takes
+    below2 = math.copysign(1.0, g2.imag) < 0.0
+    if below1 != below2 and c.imag != 0.0:
+        rw = -x.imag / (2.0 * c.imag)                        # Re sqrt(s^2 - x) where Im u(s) = Im c
+        re_g = math.sqrt(max(rw * rw - c.imag * c.imag + x.real, 0.0)) + rw - c.real
+        if re_g < 0.0:                                       # crossed the negative real axis
+            d += -2j * math.pi if below1 else 2j * math.pi
+    return d
+
+
+@njit(cache=True)
+def _kind1(p, x, s1, s2, m):
+    """I_m = int_{s1}^{s2} ds / ((s - p)^m sqrt(s^2 - x)) by Euler's substitution and the recurrence in m."""
+    r1 = cmath.sqrt(s1 * s1 - x)
+    r2 = cmath.sqrt(s2 * s2 - x)
+    q = cmath.sqrt(p * p - x)
+    up = p + q
+    if abs(p - q) > abs(up):                                 # the larger root directly, the other as x / it
+        q = -q
+        up = p + q
+    um = x / up
+    u1 = s1 + r1
+    u2 = s2 + r2
+    cur = (_dlog_euler(u1 - up, u2 - up, x, up) - _dlog_euler(u1 - um, u2 - um, x, um)) / q
+    d = p * p - x
+    prev = 0j
+    w1 = s1 - p
+    w2 = s2 - p
+    for k in range(1, m):
+        B = r2 / w2 - r1 / w1
+        cur, prev = ((1 - k) * prev + (1 - 2 * k) * p * cur - B) / (k * d), cur
+        w1 *= s1 - p
+        w2 *= s2 - p
+    return cur
+
+
+@njit(cache=True)
+def _kind3(p, x3, gamma, s1, s2, m):
+    """I_m = int_{s1}^{s2} ds / ((s - p)^m sqrt(x3 - s^2)), 0 <= s1 < s2 <= gamma, by the half-angle substitution
+    and the recurrence in m."""
+    r = cmath.sqrt((gamma - p) / (gamma + p))
+    Q = r * (gamma + p)
+    w1 = math.sqrt((gamma - s1) / (gamma + s1))
+    w2 = math.sqrt((gamma - s2) / (gamma + s2))
+    cur = -2.0 / Q * (cmath.atanh(w2 / r) - cmath.atanh(w1 / r))
+    r1 = math.sqrt((gamma - s1) * (gamma + s1))
+    r2 = math.sqrt((gamma - s2) * (gamma + s2))
+    d = x3 - p * p
+    prev = 0j
+    v1 = s1 - p
+    v2 = s2 - p
+    for k in range(1, m):
+        B = r2 / v2 - r1 / v1
+        cur, prev = ((k - 1) * prev + (2 * k - 1) * p * cur - B) / (k * d), cur
+        v1 *= s1 - p
+        v2 *= s2 - p
+    return cur
+
+
+@njit(cache=True)
+def _quad3(p, gamma, s1, s2, m, gx, gw):
+    """The kind-3 I_m by Gauss-Legendre (gx, gw) in theta, s = gamma cos(theta): int dtheta / (gamma cos(theta) - p)^m
+    over [arccos(s2 / gamma), arccos(s1 / gamma)]. For p near -gamma, where the recurrence divides by
+    x3 - p^2 ~ 0 although the integrand is smooth (its pole lies far from [s1, s2])."""
+    lo = math.acos(min(s2 / gamma, 1.0))
+    hi = math.acos(min(s1 / gamma, 1.0))
+    total = 0j
+    for k in range(len(gx)):
+        th = 0.5 * (lo + hi) + 0.5 * (hi - lo) * gx[k]
+        total += gw[k] / (gamma * math.cos(th) - p) ** m
+    return 0.5 * (hi - lo) * total
+
+
+@njit(cache=True)
+def _quad1(p, x, s1, s2, m, e, gx, gw):
+    """_quad_inv_root1 at one point: Gauss-Legendre (gx, gw) panels with breakpoints Re p +- e 2^k in [s1, s2]."""
+    edges = np.empty(27)
+    edges[0] = s1
+    edges[1] = s2
+    edges[2] = p.real
+    for k in range(12):
+        edges[3 + k] = p.real - e * 2.0 ** k
+        edges[15 + k] = p.real + e * 2.0 ** k
+    edges = np.sort(np.minimum(np.maximum(edges, s1), s2))
+    total = 0j
+    for j in range(26):
+        lo = edges[j]
+        hi = edges[j + 1]
+        if hi <= lo:
+            continue
+        for k in range(len(gx)):
+            s = 0.5 * (lo + hi) + 0.5 * (hi - lo) * gx[k]
+            v = s - p
+            total += 0.5 * (hi - lo) * gw[k] / (v ** m * cmath.sqrt(s * s - x))
+    return total
+
+
+@njit(cache=True)
+def _regularized_kernel(t, e, n, a, x1, x2, x3, A1, A2, A3, gamma, gx, gw, out):
+    """out[i] = Re U^(n)(t[i] + i e[i]) (regularized_response), one point at a time."""
+    m = n + 1
+    fact = (1.0, 1.0, 2.0, 6.0)
+    for i in range(len(t)):
+        p = complex(t[i], e[i])
+        total = 0j
+        if A1 != 0:
+            I = _quad1(p, x1, a, 1.0, m, e[i], gx, gw) if abs(p * p - x1) < 0.05 else _kind1(p, x1, a, 1.0, m)
+            total += 0.5 * A1 * I
+        if A2 != 0:
+            I = _quad1(p, x2, a, 1.0, m, e[i], gx, gw) if abs(p * p - x2) < 0.05 else _kind1(p, x2, a, 1.0, m)
+            total += 0.5 * A2 * I
+        if p.real < 0.0 and abs(x3 - p * p) < 0.5:
+            total += 0.5 * A3 * _quad3(p, gamma, a, 1.0, m, gx, gw) + A3 * _quad3(p, gamma, 1.0, gamma, m, gx, gw)
+        else:
+            total += 0.5 * A3 * _kind3(p, x3, gamma, a, 1.0, m) + A3 * _kind3(p, x3, gamma, 1.0, gamma, m)
+        if n == 0:
+            U = -0.5 * cmath.log(1 - p) - 0.5 * cmath.log(a - p) - total
+        else:
+            U = 0.5 * fact[n - 1] * ((a - p) ** (-n) + (1 - p) ** (-n)) - fact[n] * total
+        out[i] = (U / (1j * math.pi)).real
+
+
 def regularized_response(tau, eps, nu: float, n: int = 0) -> np.ndarray:
     """n-th tau-derivative of the Lorentzian-regularized step response, d^n/dtau^n (K_eps * U)(tau).
 
@@ -219,38 +414,11 @@ def regularized_response(tau, eps, nu: float, n: int = 0) -> np.ndarray:
     Returns
     -------
     ndarray
-        Re U^(n)(tau + i eps) (module comment above).
+        Re U^(n)(tau + i eps) (module comment above), a float for scalar tau and eps.
     """
-    eps_in = np.asarray(eps, np.float64)
-    if not (np.all(np.isfinite(eps_in)) and np.all(eps_in > 0)):
-        raise InputError(f"regularized Lamb response: eps = {eps} must be positive (the regularization width)")
-    if int(n) != n or not 0 <= n <= 3:
-        raise InputError(f"regularized Lamb response: derivative order n = {n} must be 0, 1, 2 or 3")
-    n = int(n)
-    t, e = np.broadcast_arrays(np.asarray(tau, np.float64), eps_in)
-    shape = t.shape
-    t, e = t.reshape(-1), e.reshape(-1)
-    z = t + 1j * e
-    a = np.sqrt(speed_ratio_squared(nu))
-    x1, x2, x3 = rayleigh_roots(nu)
-    A = residue_weights(nu)
-    gamma = float(np.sqrt(x3))
-    m = n + 1
-    total = np.zeros(len(z), np.complex128)
-    for Aj, xj in ((A[0], x1), (A[1], x2)):
-        if Aj == 0:
-            continue
-        Ij = _inv_root_integrals(z, "1", xj, a, 1.0, m, gamma)[m]
-        near = np.abs(z * z - xj) < 0.05
-        if near.any():
-            Ij[near] = _quad_inv_root1(z[near], xj, a, 1.0, m, e[near])
-        total += 0.5 * Aj * Ij
-    total += 0.5 * A[2] * _inv_root_integrals(z, "3", x3, a, 1.0, m, gamma)[m]
-    total += A[2] * _inv_root_integrals(z, "3", x3, 1.0, gamma, m, gamma)[m]
-    if n == 0:
-        U = (-0.5 * np.log(1 - z) - 0.5 * np.log(a - z) - total) / (1j * np.pi)
-    else:
-        from math import factorial
-        U = (0.5 * factorial(n - 1) * ((a - z) ** (-n) + (1 - z) ** (-n)) - factorial(n) * total) / (1j * np.pi)
-    out = U.real.reshape(shape)
+    t, e, shape, n = _regularized_args(tau, eps, n)
+    a, x1, x2, x3, A1, A2, A3, gamma = _lamb_constants(_check_nu(nu))
+    out = np.empty(len(t))
+    _regularized_kernel(t, e, n, a, x1, x2, x3, A1, A2, A3, gamma, _GL_X, _GL_W, out)
+    out = out.reshape(shape)
     return out if out.ndim else float(out)
