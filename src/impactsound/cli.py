@@ -544,6 +544,13 @@ def export(modal_asset: Path, fmt, out: Path, points, listener_dir, transfer_ass
     click.echo(f"{out}: {len(bank['modes']['frequency_hz'])} modes, {len(bank['points']['gains'])} hit points")
 
 
+from .cli_ground import ground  # noqa: E402  (subcommand modules import helpers defined above)
+from .cli_report import report  # noqa: E402
+
+cli.add_command(ground)
+cli.add_command(report)
+
+
 def main(argv=None):
     """Entry point: known errors become one line on stderr and exit code 2 (``--debug`` for the traceback)."""
     args = list(sys.argv[1:] if argv is None else argv)
