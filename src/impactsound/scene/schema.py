@@ -23,7 +23,7 @@ from .model_import import expand_model_bodies
 from .primitives import make_primitive
 
 #: the sources a scene renders when it does not say (``[scene] sources``)
-DEFAULT_SOURCES = ("modal", "acceleration_noise")
+DEFAULT_SOURCES = ("modal", "acceleration_noise", "ground")
 #: older spellings of source options in ``[scene]``, still read: key -> (source kind, option)
 SCENE_OPTION_KEYS = {"modal_order": ("modal", "modal_order"), "max_modes": ("modal", "max_modes"),
                      "transfer": ("modal", "transfer"), "transfer_max_modes": ("modal", "transfer_max_modes"),

@@ -38,7 +38,7 @@ from ..errors import InputError
 #: entry-point group of third-party source kinds
 ENTRY_POINT_GROUP = "impactsound.sources"
 #: modules of the built-in source kinds, in the order they are listed
-BUILTIN = ("impactsound.sources.modal", "impactsound.sources.pan.source")
+BUILTIN = ("impactsound.sources.modal", "impactsound.sources.pan.source", "impactsound.sources.ground.source")
 
 
 class NoOptions(BaseModel):

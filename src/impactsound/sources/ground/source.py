@@ -1,0 +1,210 @@
+"""Ground source: the floor's own sound under every impact on it (Qu & James 2019, "Ground sound").
+
+Each contact event between a body and the ground pushes the floor, an elastic half-space of the scene's
+``[ground] material``, with the force J K4_eps(t - t_m): J the event's normal impulse, t_c the Hertz contact time of
+the shared contact stage (the same estimate the other sources use), eps = t_c / 4, t_m = t0 + t_c / 2 (Qu & James
+2019, sec. 3-4). The floor's motion (Lamb's problem, :mod:`.lamb`) radiates into the air as a baffled plane
+(Rayleigh integral); the sound at each listener comes from a response bank per listener height (:mod:`.bank`),
+exact in eps and interpolated in the horizontal offset. The stem of each object is the floor's sound from that
+object's impacts. Listener channels are points (a binaural ear gets its own position, no head shadow).
+
+The source kind ``ground`` (registered at the end of this module) is among the default sources; scenes without a
+ground (``[ground] enabled = false``) get no ground sound.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from ...dynamics.events import GROUND
+from ...errors import InputError
+from ...materials import ground_fit
+from ..registry import SourceKind, register
+from .bank import response_bank
+from .impact import HalfSpace
+
+log = logging.getLogger("impactsound")
+#: a ground event's point may sit this far off the ground plane [m] (contact points lie on the body's surface)
+PLANE_TOL = 0.01
+
+
+class GroundOptions(BaseModel):
+    """Options of the ``ground`` source (scene table ``[source.ground]``).
+
+    Parameters
+    ----------
+    kernel : {"K4", "lorentzian"}
+        Force kernel of width eps = t_c / 4: the fourth-order K4 (default, Qu & James 2019) or the Lorentzian.
+    cache : bool
+        Keep response banks in the asset cache (default true).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    kernel: Literal["K4", "lorentzian"] = Field(default="K4", description="force kernel of width t_c/4: 'K4' "
+                                                "(fourth order, Qu & James 2019) or 'lorentzian'")
+    cache: bool = Field(default=True, description="keep the response banks (per listener height) in the asset "
+                        "cache")
+
+
+@dataclass
+class GroundPrepared:
+    """What :func:`prepare` made: the half-space (None: the scene has no ground), its material's name and how
+    well a half-space fits it."""
+
+    half_space: HalfSpace | None
+    material: str
+    fit: str
+
+
+def half_space(material, where: str = "[ground] material") -> HalfSpace:
+    """The elastic half-space of a material (E, nu, rho), with errors naming ``where``."""
+    if not (0 < material.nu < 0.5):
+        raise InputError(f"{where}: {material.name!r} has Poisson's ratio nu = {material.nu}; the ground's "
+                         "half-space needs 0 < nu < 0.5 (give the floor's nu)")
+    try:
+        return HalfSpace(float(material.E), float(material.nu), float(material.rho))
+    except InputError as exc:
+        raise InputError(f"{where}: {material.name!r}: {exc}") from None
+
+
+def prepare(scene, progress=None) -> GroundPrepared:
+    """Prepare the ``ground`` source: the floor's half-space from ``[ground] material`` (warning when a
+    half-space is a poor model of it).
+
+    Parameters
+    ----------
+    scene : Scene
+        Its ``ground`` (material, height, enabled).
+    progress : Progress, optional
+        Unused: the response banks are built at render time, when the impacts' offsets are known.
+
+    Returns
+    -------
+    GroundPrepared
+    """
+    g = scene.ground
+    if not g.enabled:
+        return GroundPrepared(None, "", "")
+    fit = ground_fit(g.material)
+    if fit.startswith("poor"):
+        log.warning(f"[ground] material {g.material.name!r}: {fit}")
+    return GroundPrepared(half_space(g.material), g.material.name, fit)
+
+
+def ground_events(events, ground_height: float):
+    """Rows of the events against the ground, with their normal impulses [N s] (checked).
+
+    Raises
+    ------
+    InputError
+        On a non-finite or negative normal impulse, or a contact point off the ground plane by more than
+        :data:`PLANE_TOL`.
+    """
+    rows = np.flatnonzero((events.a == GROUND) | (events.b == GROUND))
+    if len(rows) == 0:
+        return rows, np.zeros(0)
+    J = np.einsum("ij,ij->i", events.impulse[rows], events.normal[rows])
+    pt = events.point[rows]
+    bad = ~np.isfinite(J) | ~np.isfinite(pt).all(axis=1)
+    if bad.any():
+        r = int(rows[np.flatnonzero(bad)[0]])
+        raise InputError(f"event log row {r}: a ground contact with a NaN or infinite impulse or point; fix the "
+                         "event log (columns impulse, normal, point)")
+    neg = J < -1e-12 * np.maximum(1.0, np.abs(J).max())
+    if neg.any():
+        r = int(rows[np.flatnonzero(neg)[0]])
+        raise InputError(f"event log row {r}: the ground contact's impulse pulls the bodies together (normal "
+                         f"impulse {J[np.flatnonzero(neg)[0]]:.3g} N s); the impulse on body b must point along "
+                         "the normal (from a to b)")
+    off = np.abs(pt[:, 2] - ground_height) > PLANE_TOL
+    if off.any():
+        k = int(np.flatnonzero(off)[0])
+        raise InputError(f"event log row {int(rows[k])}: a contact with the ground at height z = {pt[k, 2]:.4g} m, "
+                         f"{abs(pt[k, 2] - ground_height):.3g} m off the ground plane z = {ground_height} m; fix the "
+                         "contact point (column point) or the [ground] height")
+    return rows, np.maximum(J, 0.0)
+
+
+def render(prep: GroundPrepared, ctx) -> dict:
+    """Render the ``ground`` source: {object name: (L, n_samples) pressure [Pa]} of the floor under each object's
+    impacts (module docstring).
+
+    Parameters
+    ----------
+    prep : GroundPrepared
+    ctx : RenderContext
+
+    Returns
+    -------
+    dict of str to ndarray
+    """
+    scene = ctx.scene
+    bodies = scene.bodies
+    out = {b.name: np.zeros((len(ctx.listeners), ctx.n_samples)) for b in bodies}
+    if prep.half_space is None:
+        return out
+    opts = scene.options["ground"]
+    z0 = float(scene.ground.height)
+    heights = ctx.listeners[:, 2] - z0
+    if np.any(~(heights > 0)):
+        i = int(np.flatnonzero(~(heights > 0))[0])
+        raise InputError(f"listener channel {i} at z = {ctx.listeners[i, 2]} m is on or below the ground plane "
+                         f"z = {z0} m; put the [[listener]] position above the floor")
+    ev = ctx.events
+    rows, J = ground_events(ev, z0)
+    if len(rows) == 0:
+        return out
+    stage = ctx.contacts("mesh")
+    body_of = np.where(ev.a[rows] == GROUND, ev.b[rows], ev.a[rows])
+    tau = np.full(len(rows), np.nan)
+    pos = {int(r): k for k, r in enumerate(rows)}
+    for i in np.unique(body_of):
+        bc = stage.of(int(i))
+        if bc is None:
+            continue
+        for r, t in zip(bc.rows, bc.tau):
+            if int(r) in pos:
+                tau[pos[int(r)]] = t
+    keep = np.isfinite(tau) & (tau > 0) & (J > 0)
+    rows, J, tau, body_of = rows[keep], J[keep], tau[keep], body_of[keep]
+    t_m = ev.t[rows] + tau / 2
+    eps = tau / 4
+    xy = ev.point[rows, :2]
+    for l, h in enumerate(heights):
+        rho = np.hypot(xy[:, 0] - ctx.listeners[l, 0], xy[:, 1] - ctx.listeners[l, 1])
+        bank = response_bank(prep.half_space, float(h), c_a=scene.air.c, rho_a=scene.air.rho,
+                             sample_rate=ctx.sample_rate, max_offset=float(rho.max()), cache=opts.cache)
+        with ctx.progress.stage(f"ground response bank (listener height {h:.3g} m)") as update:
+            bank.ensure(rho, progress=update)
+        with ctx.progress.stage("ground sound synthesis"):
+            for i in np.unique(body_of):
+                sel = body_of == i
+                out[bodies[int(i)].name][l] = bank.render(t_m[sel], J[sel], eps[sel], rho[sel], ctx.n_samples,
+                                                          kernel=opts.kernel)
+    return out
+
+
+def describe(prep: GroundPrepared) -> tuple[dict, dict]:
+    """Sidecar entry: the ground's material, its half-space speeds and how well the model fits it.
+
+    Returns
+    -------
+    summary : dict
+        {"ground": {...}} (or {"ground": "none"} without a ground).
+    objects : dict
+        Empty (every object's impacts on the floor are rendered).
+    """
+    if prep.half_space is None:
+        return {"ground": "none (the scene has no ground)"}, {}
+    g = prep.half_space
+    return {"ground": {"material": prep.material, "E_pa": g.E, "nu": g.nu, "rho_kg_m3": g.rho,
+                       "c_s_m_s": round(g.c_s, 3), "c_R_m_s": round(g.c_R, 3), "half_space_fit": prep.fit}}, {}
+
+
+SOURCE = register(SourceKind(
+    name="ground", options=GroundOptions, prepare=prepare, render=render, describe=describe,
+    summary="the floor's own sound under each impact (elastic half-space, Lamb's problem, Rayleigh integral)"))
