@@ -171,6 +171,8 @@ def render(prep: GroundPrepared, ctx) -> dict:
                 tau[pos[int(r)]] = t
     keep = np.isfinite(tau) & (tau > 0) & (J > 0)
     rows, J, tau, body_of = rows[keep], J[keep], tau[keep], body_of[keep]
+    if len(rows) == 0:                          # e.g. only sliding contacts (no normal impulse): silence
+        return out
     t_m = ev.t[rows] + tau / 2
     eps = tau / 4
     xy = ev.point[rows, :2]
