@@ -26,6 +26,8 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
+import scipy.fft
+from numba import njit, prange
 
 from ...assets import Asset, cache_dir, content_hash, read_asset, write_asset
 from ...errors import AssetError, InputError
@@ -180,37 +182,71 @@ class ResponseBank:
         roll = np.where(f < 0.9 * nyq, 1.0, 0.5 * (1 + np.cos(np.pi * np.clip((f - 0.9 * nyq) / (0.1 * nyq), 0, 1))))
         u = rho / self.step
         i0 = np.floor(u).astype(np.int64)
-        x = u - i0
-        # cubic (Catmull-Rom) weights of nodes i0 - 1 .. i0 + 2; node -1 is node 1 (the response is even in rho)
-        cw = np.stack([(-x + 2 * x**2 - x**3) / 2, (2 - 5 * x**2 + 3 * x**3) / 2, (x + 4 * x**2 - 3 * x**3) / 2,
-                       (-x**2 + x**3) / 2], axis=1)
+        n_nodes = int(i0.max()) + 3
+        if any(i not in self.nodes for i in range(n_nodes)):
+            need = sorted(set(np.abs(i0[:, None] + np.arange(-1, 3)[None, :]).ravel().tolist()) - set(self.nodes))
+            if need:
+                raise InputError(f"ground response bank: nodes {need[:5]} are missing; call ensure(offsets) first")
+        table = np.zeros((n_nodes, 2, len(f)), np.complex128)
+        for i, v in self.nodes.items():
+            if i < n_nodes:
+                table[i] = v
         d = np.hypot(self.height, rho)
         tl = leak_delay(self.height, rho, self.c_a, self.ground.c_R)
         n0 = np.floor(t_m * fs).astype(np.int64) - PRE_SAMPLES
         t0 = n0 / fs
         for lo in range(0, len(t_m), 2048):                      # batches bound the memory
             sl = slice(lo, lo + 2048)
-            s = 0
-            for q in range(4):
-                nodes = np.stack([self.nodes[abs(int(i) + q - 1)] for i in i0[sl]])
-                s = s + cw[sl, q, None, None] * nodes                         # (n, 2, n_f)
-            ph_n = np.exp(-2j * np.pi * f[None, :] * (d[sl] / self.c_a + t_m[sl] - t0[sl])[:, None])
-            ph_f = np.exp(-2j * np.pi * f[None, :] * (tl[sl] + t_m[sl] - t0[sl])[:, None])
+            spec = np.empty((len(t_m[sl]), len(f)), np.complex128)
             # fs: the inverse FFT of samples of a continuous spectrum, times its frequency step n_fft / fs
-            spec = (s[:, 0] * ph_n + s[:, 1] * ph_f) * (J[sl, None] * kernel_spectrum(f[None, :], eps[sl, None],
-                                                                                       kernel) * (fs * roll)[None, :])
-            blocks = np.fft.irfft(spec, self.n_fft, axis=1)
+            _impact_spectra(table, i0[sl], u[sl] - i0[sl], d[sl] / self.c_a + t_m[sl] - t0[sl],
+                            tl[sl] + t_m[sl] - t0[sl], J[sl], eps[sl], fs / self.n_fft, fs * roll,
+                            kernel == "K4", spec)
+            blocks = scipy.fft.irfft(spec, self.n_fft, axis=1, workers=2)
             _overlap_add(out, blocks, n0[sl] + self.n_fft)
         return out[self.n_fft:self.n_fft + n_samples]
 
 
-def _overlap_add(out: np.ndarray, blocks: np.ndarray, starts: np.ndarray) -> None:
+@njit(cache=True, parallel=True)
+def _impact_spectra(table, i0, x, delay_near, delay_far, J, eps, df, gain, k4, spec):
+    """Spectrum of each impact's block: Catmull-Rom interpolation of nodes i0 - 1 .. i0 + 2 at fraction x (node -1
+    is node 1: the response is even in rho), the near and far parts delayed by their own times [s] from the block
+    start, times J, the kernel's spectrum (K4 or Lorentzian, width eps) and ``gain``. Frequencies are multiples of
+    df, so the delays and exp(-2 pi f eps) are powers of one factor per impact."""
+    nf = table.shape[2]
+    for m in prange(i0.shape[0]):
+        xm = x[m]
+        w0 = (-xm + 2 * xm**2 - xm**3) / 2
+        w1 = (2 - 5 * xm**2 + 3 * xm**3) / 2
+        w2 = (xm + 4 * xm**2 - 3 * xm**3) / 2
+        w3 = (-xm**2 + xm**3) / 2
+        a0, a1, a2, a3 = abs(i0[m] - 1), i0[m], i0[m] + 1, i0[m] + 2
+        zn = complex(math.cos(2 * math.pi * df * delay_near[m]), -math.sin(2 * math.pi * df * delay_near[m]))
+        zf = complex(math.cos(2 * math.pi * df * delay_far[m]), -math.sin(2 * math.pi * df * delay_far[m]))
+        r = math.exp(-2 * math.pi * df * eps[m])
+        pn = 1.0 + 0j
+        pf = 1.0 + 0j
+        e = 1.0
+        for k in range(nf):
+            s0 = w0 * table[a0, 0, k] + w1 * table[a1, 0, k] + w2 * table[a2, 0, k] + w3 * table[a3, 0, k]
+            s1 = w0 * table[a0, 1, k] + w1 * table[a1, 1, k] + w2 * table[a2, 1, k] + w3 * table[a3, 1, k]
+            kern = 2 * e - e * e if k4 else e
+            spec[m, k] = (s0 * pn + s1 * pf) * (J[m] * kern * gain[k])
+            pn *= zn
+            pf *= zf
+            e *= r
+
+
+@njit(cache=True)
+def _overlap_add(out, blocks, starts):
     """out[s:s + n] += block for each block, dropping what falls outside ``out``."""
     n = blocks.shape[1]
-    for blk, s in zip(blocks, starts):
-        a, b = max(int(s), 0), min(int(s) + n, len(out))
-        if b > a:
-            out[a:b] += blk[a - int(s):b - int(s)]
+    for m in range(blocks.shape[0]):
+        s = starts[m]
+        for j in range(n):
+            p = s + j
+            if 0 <= p < out.shape[0]:
+                out[p] += blocks[m, j]
 
 
 def bank_n_fft(ground: HalfSpace, height: float, max_offset: float, c_a: float, sample_rate: int) -> int:
