@@ -35,7 +35,7 @@ from .impact import HalfSpace
 from .spectrum import ring_spectrum
 
 BANK_KIND = "ground_bank"
-BANK_VERSION = 1
+BANK_VERSION = 2
 #: node spacing over the listener height (rho_i = i * h * STEP_PER_HEIGHT, at most MAX_STEP)
 STEP_PER_HEIGHT = 1.0 / 32
 MAX_STEP = 0.03
