@@ -123,3 +123,30 @@ def test_kernel_and_bank_arguments():
     assert far < math.hypot(0.3, 2.0) / CA
     with pytest.raises(InputError, match="listener height"):
         B.response_bank(WOOD, 0.0, c_a=CA, rho_a=RHOA, sample_rate=48000, cache=False)
+
+
+def test_an_interrupted_bank_build_resumes_from_its_saved_nodes(tmp_path):
+    """The bank file is rewritten as nodes are computed: a build stopped after some nodes leaves them on disk and a
+    rerun computes only the rest (same values as one uninterrupted build)."""
+    kw = dict(c_a=CA, rho_a=RHOA, sample_rate=48000, max_offset=1.0, cache=str(tmp_path))
+    bank = B.response_bank(WOOD, 0.35, **kw)
+    offsets = [0.1, 0.2]
+
+    class Stop(Exception):
+        pass
+
+    def stop_after_three(frac, seen=[]):
+        seen.append(frac)
+        if len(seen) == 3:
+            raise Stop
+    with pytest.raises(Stop):
+        bank.ensure(offsets, progress=stop_after_three, save_every_s=0.0)
+    again = B.response_bank(WOOD, 0.35, **kw)
+    assert len(again.nodes) == 3                               # what was computed before the stop is kept
+    calls = []
+    again.ensure(offsets, progress=calls.append)
+    full = B.response_bank(WOOD, 0.35, **{**kw, "cache": False})
+    full.ensure(offsets)
+    assert len(calls) == len(full.nodes) - 3
+    assert sorted(again.nodes) == sorted(full.nodes)
+    assert all(np.array_equal(again.nodes[i], full.nodes[i]) for i in full.nodes)

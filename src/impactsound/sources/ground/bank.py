@@ -23,6 +23,7 @@ never depends on what the cache already held.
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -125,19 +126,23 @@ class ResponseBank:
         tl = float(leak_delay(self.height, rho, self.c_a, self.ground.c_R))
         return np.stack([near * np.exp(2j * np.pi * f * d / self.c_a), far * np.exp(2j * np.pi * f * tl)])
 
-    def ensure(self, offsets, progress=None) -> None:
-        """Compute (and keep in the asset file) the nodes that offsets [m] interpolate between."""
+    def ensure(self, offsets, progress=None, *, save_every_s: float = 20.0) -> None:
+        """Compute (and keep in the asset file) the nodes that offsets [m] interpolate between. The file is
+        rewritten (atomically) at least every ``save_every_s`` seconds of work, so an interrupted build resumes
+        from the nodes it had."""
         u = np.asarray(offsets, float) / self.step
         need = np.unique(np.abs(np.floor(u)[:, None] + np.arange(-1, 3)[None, :]).astype(np.int64))
         missing = [int(i) for i in need if int(i) not in self.nodes]
         if not missing:
             return
+        last = time.monotonic()
         for k, i in enumerate(missing):
             self.nodes[i] = self.node_spectrum(i)
+            if self.path is not None and (k + 1 == len(missing) or time.monotonic() - last > save_every_s):
+                self.save()
+                last = time.monotonic()
             if progress is not None:
                 progress((k + 1) / len(missing))
-        if self.path is not None:
-            self.save()
 
     def save(self) -> None:
         """Write the bank's nodes to its asset file (atomically)."""
