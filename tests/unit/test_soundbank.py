@@ -81,8 +81,10 @@ def test_entry_is_stored_reloaded_bit_identically_and_reproduces_the_raw_series(
 def test_entry_at_scale_matches_a_direct_solve_of_the_scaled_ellipsoid(built):
     """Eq. 10 through the bank: the entry scaled by beta = 0.1 (an ellipsoid with A = 5 cm) against the FDTD solve of
     that ellipsoid on the grid, step and pulse scaled by beta. On that grid the solver is the same discrete problem
-    as the entry's (exact to float32 round-off: test_proxy.py, test_scaling_law_on_fdtd_solver), so what is left is
-    the wavelet compression: the scaled entry matches within 1.5x its stored error on the directions compared.
+    as the entry's (exact to float32 round-off: test_proxy.py, test_scaling_law_on_fdtd_solver; here the scaled raw
+    series differ from the direct solve by 3e-7..1.6e-6 relative over the six fields), so what is left is the
+    wavelet compression: the scaled entry matches within 1.5x its stored error on the directions compared
+    (measured 2.7 % vs 2.8 % stored for field 0, 4.4 % vs 5.2 % for field 4).
     The discretization error between different grids (first order: 7.4e-2 -> 3.9e-2 -> 2.1e-2 at dx, dx/2, dx/4 on
     the same grid for both scales) is test_proxy.py's test_scaling_law_fdtd_same_grid_converges."""
     bank, job, raw, entry = built
@@ -97,6 +99,8 @@ def test_entry_at_scale_matches_a_direct_solve_of_the_scaled_ellipsoid(built):
         p = solve_field(f, sb.EllipsoidInside(beta * job.axes), small, beta * rec,
                         PulseDrive(beta * job.preset.h, 2 * beta * job.preset.h), job.c, job.rho)
         p = p.reshape(len(dirs), len(job.radii), n).astype(np.float64)
+        r = pressure_scale(f, beta) * np.stack([raw[f][d] for d in dirs]).astype(np.float64)
+        assert np.linalg.norm(r - p) / np.linalg.norm(p) < 1e-5
         scaled = np.stack([[pressure_scale(f, beta) * entry.evaluate(f, d, R) for R in job.radii] for d in dirs])
         err = np.linalg.norm(scaled - p) / np.linalg.norm(p)
         assert err < 1.5 * entry.errors[f], (f, err, entry.errors[f])

@@ -435,11 +435,8 @@ def solve_entry(index: int, preset="standard", c: float = AIR_C, rho: float = AI
 
     Parameters
     ----------
-    index : int
-        Row of :func:`~.proxy.bank_entries`.
-    preset : str or BankPreset
-    c, rho : float
-        Air [m/s], [kg/m^3].
+    index, preset, c, rho
+        As :func:`plan_entry`.
     eps : float
         Compression tolerance in (0, 1).
     checkpoint_dir, progress, map_fn
