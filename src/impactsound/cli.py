@@ -544,9 +544,11 @@ def export(modal_asset: Path, fmt, out: Path, points, listener_dir, transfer_ass
     click.echo(f"{out}: {len(bank['modes']['frequency_hz'])} modes, {len(bank['points']['gains'])} hit points")
 
 
-from .cli_ground import ground  # noqa: E402  (subcommand modules import helpers defined above)
+from .cli_bank import bank  # noqa: E402  (subcommand modules import helpers defined above)
+from .cli_ground import ground  # noqa: E402
 from .cli_report import report  # noqa: E402
 
+cli.add_command(bank)
 cli.add_command(ground)
 cli.add_command(report)
 
