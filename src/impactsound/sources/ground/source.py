@@ -160,15 +160,12 @@ def render(prep: GroundPrepared, ctx) -> dict:
         return out
     stage = ctx.contacts("mesh")
     body_of = np.where(ev.a[rows] == GROUND, ev.b[rows], ev.a[rows])
-    tau = np.full(len(rows), np.nan)
-    pos = {int(r): k for k, r in enumerate(rows)}
+    tau_of_row = np.full(len(ev), np.nan)          # a ground event involves one body: its contact time
     for i in np.unique(body_of):
         bc = stage.of(int(i))
-        if bc is None:
-            continue
-        for r, t in zip(bc.rows, bc.tau):
-            if int(r) in pos:
-                tau[pos[int(r)]] = t
+        if bc is not None:
+            tau_of_row[bc.rows] = bc.tau
+    tau = tau_of_row[rows]
     keep = np.isfinite(tau) & (tau > 0) & (J > 0)
     rows, J, tau, body_of = rows[keep], J[keep], tau[keep], body_of[keep]
     if len(rows) == 0:                          # e.g. only sliding contacts (no normal impulse): silence
