@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import scipy.fft
@@ -298,7 +299,7 @@ def response_bank(ground: HalfSpace, height: float, *, c_a: float, rho_a: float,
                         inputs_hash=key)
     if cache is False:
         return bank
-    folder = cache_dir() if cache is True else __import__("pathlib").Path(cache)
+    folder = cache_dir() if cache is True else Path(cache)
     bank.path = folder / "ground" / f"bank-{key[:24]}.h5"
     if bank.path.exists():
         try:
