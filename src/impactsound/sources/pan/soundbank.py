@@ -14,13 +14,23 @@ from this analytic inside test (exact cell classification; no surface mesh is fa
 translation along x, y, z; 3..5 rotation about x, y, z; :mod:`.solve`) are driven by the PAN pulse psi(t; h_ref)
 of the preset and recorded at every time step (the bank rate f = 1/dt is the FDTD rate) on the fit shells
 R_i = 2 R_b kappa^(i-1), R_b = A' = 0.5 m, M = 5 (R_1 = 1 m ... R_5 = 2 m), in every direction of a full-sphere
-(theta, phi) grid (:func:`~.field.direction_vectors`; the octant folding of sec. 4.3 is not applied yet: the bank
-stores all directions). Run length as the PAN precompute (Chadwick, Zheng & James 2012, PAN paper, sec. 5): at
+(theta, phi) grid (:func:`~.field.direction_vectors`), of which only the positive octant is solved and stored
+(below). Run length as the PAN precompute (Chadwick, Zheng & James 2012, PAN paper, sec. 5): at
 least 4 h_ref + R_5/c + 5 R_b/c, then until the shells have decayed by 40 dB (convex bodies have by then), at most
 10 R_b/c more. Each field is checkpointed as it finishes (:func:`.solve.run_fields`), so an interrupted entry
 resumes. Each field's raw series (n_dir, M, steps) is compressed with :func:`.wavelet.compress` (db5, N = 2,
 the bank's eps) and the compression error is measured right away: the relative L2 error over all directions,
 radii and samples of the reconstruction (:func:`.wavelet.evaluate`) against the raw series, stored per field.
+
+Octant symmetry (sec. 4.3). A reference ellipsoid in its principal frame is unchanged by the three coordinate
+mirrors, so field i at the mirror image x_m of an octant point x0 is OCTANT_SIGNS[m, i] times its value at x0
+(:mod:`.symmetry`). An entry therefore solves and stores only the directions of the positive octant of the grid
+(rows theta_a <= pi/2, columns 0 <= phi_b <= pi/2: :func:`octant_layout`; n_phi must be a multiple of 4 so that
+the grid is mirror symmetric), and every read (:meth:`BankEntry.evaluate`, :meth:`BankEntry.dense`,
+:meth:`BankEntry.combined`) takes a direction index of the full grid and unfolds it with the sign table. The
+mirror-plane nodes (phi = 0, pi/2; theta = pi/2 for odd n_theta) belong to the octant, so an n_theta x n_phi grid
+(n_theta even, n_phi = 4k) stores n_theta/2 (k + 1) of its n_theta 4k directions: 8k/(k + 1) times fewer (6.9x for
+12 x 24, 6x for the tiny preset's 6 x 12).
 
 Using an entry for an object (sec. 3.1, eq. 10): an object whose proxy has longest semi-axis A is the entry scaled by
 beta = 2A; its fields are for the pulse psi(t; beta h_ref), at the rate f/beta, with amplitudes times beta
@@ -30,7 +40,7 @@ see :data:`PRESETS` and :meth:`BankPreset.band`.
 The file
 --------
 One asset (:mod:`impactsound.assets.store`) of kind ``pan_soundbank``: global arrays ``radii`` (M,) and
-``directions`` (n_dir, 3); per entry e and field f the sparse wavelet arrays ``e<e>_f<f>_indptr``,
+``directions`` (n_octant, 3: the stored octant directions, in the order of the fields' rows); per entry e and field f the sparse wavelet arrays ``e<e>_f<f>_indptr``,
 ``e<e>_f<f>_index``, ``e<e>_f<f>_values``; meta: the bank's identity (preset and its grid, rate, pulse, directions,
 c, rho, eps, version, solver version), the sorted list of entries present, and per entry its semi-axes, the
 per-field scalars of the wavelet form, the compression errors, run lengths and compute time. A missing entry is
@@ -61,6 +71,7 @@ from ...constants import AIR_C, AIR_RHO
 from ...errors import AssetError, InputError, SolverError
 from ...wave.fdtd import COURANT_LIMIT, DEFAULT_NPML, solver_bytes
 from .field import N_RADII, N_TERMS, direction_vectors, shell_radii
+from .symmetry import OCTANT_SIGNS, grid_mirror_map
 from .precompute import CODE_VERSION as SOLVER_VERSION
 from .precompute import PulseDrive
 from .proxy import BANK_A, bank_entries, nearest_entry
@@ -68,8 +79,9 @@ from .solve import DECAY_DB, PANGridPlan, run_fields
 from .wavelet import WAVELET, WaveletField, _check_eps, compress, evaluate
 
 BANK_KIND = "pan_soundbank"
-#: layout and numerics of the bank: bump when either changes (old files are then refused with a message)
-BANK_VERSION = 1
+#: layout and numerics of the bank: bump when either changes (old files are then refused with a message).
+#: 2: only the positive octant of directions is stored (sec. 4.3); 1 stored the full sphere
+BANK_VERSION = 2
 N_FIELDS = 6
 #: cap of the adaptive run length beyond the least one, in R_b / c (module docstring)
 CAP_RB_TIMES = 10.0
@@ -79,6 +91,45 @@ CELL_UPDATES_PER_S = 9e8
 #: kept fraction of wavelet coefficients assumed by the size estimate before anything is built (measured on the
 #: tiny and standard presets at eps 0.04: 2-6 %; the estimate uses the bank's own mean once it has entries)
 KEEP_FRACTION = 0.05
+
+
+@functools.lru_cache(maxsize=16)
+def _octant_layout_cached(n_theta: int, n_phi: int):
+    a_o, b_o, m = grid_mirror_map(n_theta, n_phi)
+    node = (a_o * n_phi + b_o).reshape(-1)                    # octant node of every node, flat
+    stored = np.flatnonzero(m.reshape(-1) == 0)               # the octant's own nodes, ascending
+    slot = np.full(n_theta * n_phi, -1, np.int64)
+    slot[stored] = np.arange(len(stored))
+    out = (stored, slot[node], m.reshape(-1).astype(np.int64))
+    for v in out:
+        v.setflags(write=False)
+    return out
+
+
+def octant_layout(n_theta: int, n_phi: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Which directions of the full n_theta x n_phi grid an entry stores, and how every direction unfolds from them
+    (Chadwick, Zheng & James 2012, soundbank paper, sec. 4.3; :func:`.symmetry.grid_mirror_map`).
+
+    Parameters
+    ----------
+    n_theta, n_phi : int
+        Full grid (:func:`~.field.direction_angles`), n_phi a multiple of 4.
+
+    Returns
+    -------
+    stored : ndarray of int64, shape (n_octant,)
+        Flat full-grid indices (a n_phi + b) of the stored directions, ascending: the rows of the stored fields.
+    slot : ndarray of int64, shape (n_theta n_phi,)
+        For every full-grid direction, the stored row it mirrors.
+    mirror : ndarray of int64, shape (n_theta n_phi,)
+        Its mirror index m: field i there is OCTANT_SIGNS[m, i] times the stored row.
+
+    Raises
+    ------
+    InputError
+        If n_phi is not a positive multiple of 4 or n_theta < 1.
+    """
+    return _octant_layout_cached(int(n_theta), int(n_phi))
 
 
 @dataclass(frozen=True)
@@ -95,9 +146,15 @@ class BankPreset:
     h : float
         Reference pulse time scale h_ref [s].
     n_theta, n_phi : int
-        Full-sphere direction grid.
+        Full-sphere direction grid (n_phi a multiple of 4: the grid must be mirror symmetric, sec. 4.3); entries
+        store its positive octant (:func:`octant_layout`).
     note : str
         What it is for.
+
+    Raises
+    ------
+    InputError
+        When the direction grid is not mirror symmetric (n_phi not a positive multiple of 4, n_theta < 1).
     """
 
     name: str
@@ -107,6 +164,9 @@ class BankPreset:
     n_theta: int
     n_phi: int
     note: str = ""
+
+    def __post_init__(self):
+        octant_layout(self.n_theta, self.n_phi)             # checks the grid
 
     @property
     def dt(self) -> float:
@@ -137,11 +197,12 @@ def _fit_dx(n_cells: int, npml: int = DEFAULT_NPML) -> float:
 
 #: the presets. The reference band for an object of semi-axis A is the entry's times 0.5/A (BankPreset.band).
 #:
-#: tiny: 102^3 cells with the PML (dx 5 cm), 12 kHz, h_ref = 1 ms, 5 x 10 directions. For tests: one entry's six
+#: tiny: 102^3 cells with the PML (dx 5 cm), 12 kHz, h_ref = 1 ms, 6 x 12 directions (12 stored: the octant;
+#:   5 x 10 before the octant folding, whose n_phi is no multiple of 4). For tests: one entry's six
 #:   fields in about 2 s on the 2-core bench machine (6 x 1.06e6 cells x 206 steps). Thin entries (C' < dx) are
 #:   barely voxelized: test with B', C' >= 0.12.
 #: standard: 251^3 (dx 1.75 cm), 36 kHz, h_ref = 0.25 ms (pulse band 1/(2 h_ref) = 2 kHz, 9.8 cells per wavelength
-#:   there), 12 x 24 directions (288, about the paper's 45 octant vertices over the full sphere). One entry:
+#:   there), 12 x 24 directions (288; 42 stored: the octant, near the paper's 45 octant vertices). One entry:
 #:   6 x 1.58e7 cells x 509 steps = 4.8e10 cell updates, measured 53 s (entry 0, one process, 9.5e8 cell
 #:   updates/s); the whole bank about an hour in one process, less with --workers 2 on two free cores. Band for an
 #:   object of semi-axis A: pulse band 2 kHz x 0.5/A (20 kHz at A = 5 cm), grid band (8 cells per wavelength)
@@ -150,7 +211,7 @@ def _fit_dx(n_cells: int, npml: int = DEFAULT_NPML) -> float:
 #:   James 2012, sec. 5; 8.2 cells per wavelength at 5 kHz), 12 x 24 directions: ~8e11 cell updates per entry,
 #:   for a cluster (--scheduler). Pulse band 5 kHz x 0.5/A.
 PRESETS = {
-    "tiny": BankPreset("tiny", rate=12000.0, dx=0.05, h=1e-3, n_theta=5, n_phi=10,
+    "tiny": BankPreset("tiny", rate=12000.0, dx=0.05, h=1e-3, n_theta=6, n_phi=12,
                        note="tests: seconds per entry; thin entries barely voxelized"),
     "standard": BankPreset("standard", rate=36000.0, dx=0.0175, h=2.5e-4, n_theta=12, n_phi=24,
                            note="the whole bank in about an hour on 2 cores"),
@@ -230,9 +291,13 @@ class EntryJob:
     plan : PANGridPlan
     radii : ndarray, shape (M,)
     directions : ndarray, shape (n_dir, 3)
+        The directions solved: the positive octant of the preset's grid (:func:`octant_layout`) when ``folded``.
     c, rho : float
     key : str
         Content hash of all of it (the checkpoints' key).
+    folded : bool
+        Whether ``directions`` are the octant (entries then unfold on reading); False for a full-sphere job
+        (e.g. to check the folding against a full solve).
     """
 
     index: int
@@ -244,6 +309,7 @@ class EntryJob:
     c: float
     rho: float
     key: str
+    folded: bool = True
 
     @property
     def receivers(self) -> np.ndarray:
@@ -304,7 +370,7 @@ def plan_entry(index: int, preset="standard", c: float = AIR_C, rho: float = AIR
     axes = np.array([BANK_A, Bp, Cp], np.float64)
     plan = plan_grid_for(p, c)
     radii = shell_radii(BANK_A, N_RADII)
-    dirs = direction_vectors(p.n_theta, p.n_phi).reshape(-1, 3)
+    dirs = direction_vectors(p.n_theta, p.n_phi).reshape(-1, 3)[octant_layout(p.n_theta, p.n_phi)[0]]
     key = content_hash("pan-soundbank-entry", BANK_VERSION, SOLVER_VERSION, axes, p.rate, p.dx, p.h, p.n_theta,
                        p.n_phi, float(c), float(rho), plan.shape, plan.n_steps, plan.min_steps, plan.window_steps)
     return EntryJob(index=i, axes=axes, preset=p, plan=plan, radii=radii, directions=dirs, c=float(c),
@@ -354,6 +420,11 @@ class BankEntry:
         FDTD steps each field ran.
     seconds : float
         Compute time of the entry [s] (solve + compression; fields resumed from checkpoints cost nothing here).
+    n_theta, n_phi : int or None
+        The full direction grid when the fields store only its positive octant (sec. 4.3, :func:`octant_layout`);
+        None when the fields hold every direction themselves. Either way the read methods below take a direction
+        index of the full grid; read through them, not through ``fields[i]`` directly (whose rows are the
+        stored octant).
     """
 
     index: int
@@ -362,6 +433,52 @@ class BankEntry:
     errors: np.ndarray
     steps: list
     seconds: float = 0.0
+    n_theta: int | None = None
+    n_phi: int | None = None
+
+    @property
+    def folded(self) -> bool:
+        """Whether the fields store only the positive octant of directions."""
+        return self.n_theta is not None
+
+    @property
+    def n_directions(self) -> int:
+        """Directions of the full grid (what a direction index ranges over)."""
+        return self.n_theta * self.n_phi if self.folded else self.fields[0].n_dir
+
+    @property
+    def directions(self) -> np.ndarray | None:
+        """(n_directions, 3) unit vectors of the full grid (None for an unfolded entry: its grid is unknown)."""
+        return direction_vectors(self.n_theta, self.n_phi).reshape(-1, 3) if self.folded else None
+
+    def unfold(self, direction):
+        """Stored row and field signs of full-grid direction(s): field i in ``direction`` is
+        ``signs[..., i] *`` field i in stored row ``row`` (OCTANT_SIGNS; sec. 4.3).
+
+        Parameters
+        ----------
+        direction : int or array_like of int
+            0 .. n_directions - 1.
+
+        Returns
+        -------
+        row : int or ndarray of int64
+        signs : ndarray of int8, shape (6,) or (n, 6)
+
+        Raises
+        ------
+        InputError
+            On a direction index out of range.
+        """
+        d = np.asarray(direction)
+        n = self.n_directions
+        if not np.issubdtype(d.dtype, np.integer) or d.size and (d.min() < 0 or d.max() >= n):
+            raise InputError(f"soundbank entry {self.index}: direction index {direction!r} must be in 0..{n - 1}")
+        if not self.folded:
+            return (int(d) if d.ndim == 0 else d.astype(np.int64)), np.ones(d.shape + (N_FIELDS,), np.int8)
+        _, slot, mirror = octant_layout(self.n_theta, self.n_phi)
+        row = slot[d]
+        return (int(row) if d.ndim == 0 else row), OCTANT_SIGNS[mirror[d]]
 
     @property
     def error(self) -> float:
@@ -373,10 +490,38 @@ class BankEntry:
         """Storage of the sparse arrays [bytes]."""
         return int(sum(f.nbytes for f in self.fields))
 
+    def _field(self, field_index) -> int:
+        f = int(field_index)
+        if not 0 <= f < N_FIELDS:
+            raise InputError(f"soundbank field index {field_index!r} must be in 0..{N_FIELDS - 1}")
+        return f
+
     def evaluate(self, field_index: int, direction: int, R: float, n_samples: int | None = None) -> np.ndarray:
-        """Pressure of field ``field_index`` in stored direction ``direction`` at distance R [m] (bank space), at
-        the field's sample times t_start + n dt (:func:`.wavelet.evaluate`)."""
-        return evaluate(self.fields[int(field_index)], direction, R, n_samples)
+        """Pressure of field ``field_index`` in full-grid direction ``direction`` at distance R [m] (bank space),
+        at the field's sample times t_start + n dt (:func:`.wavelet.evaluate`), unfolded from the stored octant
+        (:meth:`unfold`)."""
+        f = self._field(field_index)
+        row, signs = self.unfold(int(direction))
+        out = evaluate(self.fields[f], row, R, n_samples)
+        return out if signs[f] > 0 else -out
+
+    def dense(self, field_index: int, direction: int) -> np.ndarray:
+        """Packed wavelet coefficients (N, T) of field ``field_index`` in full-grid direction ``direction``
+        (:meth:`.wavelet.WaveletField.dense`, unfolded)."""
+        f = self._field(field_index)
+        row, signs = self.unfold(int(direction))
+        return float(signs[f]) * self.fields[f].dense(row)
+
+    def combined(self, field_index: int, directions, weights=None) -> np.ndarray:
+        """Weighted sum of the coefficients of full-grid directions (:meth:`.wavelet.WaveletField.combined`,
+        unfolded: the field signs go into the weights)."""
+        f = self._field(field_index)
+        ds = np.atleast_1d(np.asarray(directions, np.int64))
+        w = np.ones(len(ds)) if weights is None else np.atleast_1d(np.asarray(weights, np.float64))
+        if w.shape != ds.shape:
+            raise InputError(f"soundbank entry {self.index}: {len(ds)} directions but {w.size} weights")
+        rows, signs = self.unfold(ds)
+        return self.fields[f].combined(rows, w * signs[:, f])
 
 
 def compression_error(wf: WaveletField, series: np.ndarray) -> float:
@@ -425,8 +570,10 @@ def compress_entry(job: EntryJob, series, eps: float, seconds: float = 0.0) -> B
         wf = compress(s, job.radii, job.c, job.plan.dt, eps, WAVELET, N_TERMS, t_start=job.t_start)
         fields.append(wf)
         errors.append(compression_error(wf, s))
+    grid = (job.preset.n_theta, job.preset.n_phi) if job.folded else (None, None)
     return BankEntry(index=job.index, axes=job.axes, fields=fields, errors=np.asarray(errors, np.float64),
-                     steps=[int(s.shape[-1]) for s in series], seconds=float(seconds))
+                     steps=[int(s.shape[-1]) for s in series], seconds=float(seconds), n_theta=grid[0],
+                     n_phi=grid[1])
 
 
 def solve_entry(index: int, preset="standard", c: float = AIR_C, rho: float = AIR_RHO, eps: float = 0.04, *,
@@ -588,8 +735,13 @@ class Soundbank:
 
     @property
     def directions(self) -> np.ndarray:
-        """(n_dir, 3) stored unit directions (proxy axes)."""
+        """(n_dir, 3) unit directions of the full grid (proxy axes): what entries' direction indices index."""
         return direction_vectors(self.preset.n_theta, self.preset.n_phi).reshape(-1, 3)
+
+    @property
+    def stored_directions(self) -> np.ndarray:
+        """(n_octant, 3) the directions the file stores: the positive octant (sec. 4.3, :func:`octant_layout`)."""
+        return self.directions[octant_layout(self.preset.n_theta, self.preset.n_phi)[0]]
 
     def _from_arrays(self, index: int) -> BankEntry:
         em = self._meta["entries"][str(index)]
@@ -603,7 +755,7 @@ class Soundbank:
                                        radii=self.radii, eps=self.eps, wavelet=WAVELET))
         return BankEntry(index=index, axes=np.asarray(em["axes"], np.float64), fields=fields,
                          errors=np.asarray(em["errors"], np.float64), steps=list(em["steps"]),
-                         seconds=float(em["seconds"]))
+                         seconds=float(em["seconds"]), n_theta=self.preset.n_theta, n_phi=self.preset.n_phi)
 
     # ---- writing
     def checkpoint_root(self) -> Path:
@@ -614,6 +766,10 @@ class Soundbank:
         """Add entries to the file: under the lock, re-read it (others may have added entries), merge, rewrite
         atomically; then drop the entries' checkpoints."""
         import shutil
+        for e in entries:
+            if (e.n_theta, e.n_phi) != (self.preset.n_theta, self.preset.n_phi):
+                raise InputError(f"soundbank entry {e.index}: its fields are not the positive octant of this bank's "
+                                 f"{self.preset.n_theta} x {self.preset.n_phi} direction grid (sec. 4.3)")
         with _locked(self.path):
             if self.path.exists():
                 self._load()
@@ -623,13 +779,15 @@ class Soundbank:
                 arrays.update(_entry_arrays(e))
                 emeta[str(e.index)] = _entry_meta(e)
             arrays["radii"] = self.radii
-            arrays["directions"] = self.directions
+            arrays["directions"] = self.stored_directions
             meta = {"identity": self.identity, "entries": emeta,
                     "present": sorted(int(k) for k in emeta), "sample_rate": self.sample_rate, "eps": self.eps,
                     "preset": self.preset.name, "version": BANK_VERSION, "c": self.c, "rho": self.rho,
                     "reference_pulse_h": self.preset.h, "grid": list(plan_grid_for(self.preset, self.c).shape),
                     "dx": self.preset.dx, "n_directions": len(self.directions),
-                    "note": "full sphere of directions (octant folding not applied)"}
+                    "n_stored_directions": len(self.stored_directions),
+                    "note": "positive octant of directions stored; the others unfold with the field signs "
+                            "(Chadwick, Zheng & James 2012, sec. 4.3)"}
             write_asset(self.path, Asset(kind=BANK_KIND, arrays=arrays, meta=meta, inputs_hash=self.key,
                                          kind_version=BANK_VERSION))
             self._arrays, self._meta = arrays, meta
@@ -702,7 +860,7 @@ class Soundbank:
         plan = plan_grid_for(self.preset, self.c)
         lo, hi = plan.step_range()
         cells = plan.n_cells * lo * N_FIELDS * len(todo)
-        n_dir = len(self.directions)
+        n_dir = len(self.stored_directions)
         T = 1 << int(math.ceil(math.log2(1.25 * lo + 64)))
         have = [self._meta["entries"][str(k)] for k in self.present]
         per_entry = (float(np.mean([m["nbytes"] for m in have])) if have else
@@ -777,6 +935,7 @@ class Soundbank:
         return {"path": str(self.path), "preset": self.preset.name, "sample_rate_hz": self.sample_rate,
                 "eps": self.eps, "c": self.c, "rho": self.rho, "version": BANK_VERSION,
                 "reference_pulse_h_s": self.preset.h, "n_directions": len(self.directions),
+                "n_stored_directions": len(self.stored_directions),
                 "entries_present": self.present, "n_entries": len(ents), "n_total": len(bank_entries()),
                 "size_mb": size / 1e6, "max_error": max(errs) if errs else None,
                 "mean_error": float(np.mean(errs)) if errs else None, "entries": ents}
