@@ -1,0 +1,128 @@
+"""Benchmark: acceleration noise of many objects from the proxy soundbank (Chadwick, Zheng & James 2012, "Faster
+Acceleration Noise for Multibody Animations using Precomputed Soundbanks", sec. 3-4), fast path vs the per-impulse
+NumPy reference, side by side in one run.
+
+A rock pile like the paper's (Table 2: 1000 rocks, 6 s, 210,741 impulses): N objects (default 1,000) with random
+ellipsoid-like proxies (A uniform in [3, 8] cm, B/A in [0.45, 0.95], C/B in [0.45, 0.95], random orientation),
+mapped to the nearest of a few tiny-preset bank entries (computed once, into a temporary bank, not timed), I
+impulses in total (default 200,000) spread evenly over the objects, times uniform over 6 s, random body-frame
+accelerations; one listener 1.5 m away in a random direction per object; 48 kHz. Prints:
+
+1. the bank entries used and their build time;
+2. the fast path over all objects (synthesize_proxy): time and impulses/s (goal >= 1e5/s on 2 cores);
+3. the reference (synthesize_proxy_reference) on a subset of impulses (default 200, over the first objects): time
+   per impulse and the ratio to the fast path (goal >= 20x);
+4. the relative L2 error of the fast path against the reference on that subset;
+5. peak memory: tracemalloc's peak of the fast render (an untimed second run) and the process's peak RSS.
+
+    .venv/bin/python bench/bench_proxy.py [--objects 1000] [--impulses 200000] [--subset 200] [--seed 0]
+"""
+from __future__ import annotations
+
+import argparse
+import resource
+import shlex
+import sys
+import tempfile
+import time
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+
+from impactsound.sources.pan import soundbank as sb
+from impactsound.sources.pan.proxy import Proxy, nearest_entry
+from impactsound.sources.pan.proxy_synth import synthesize_proxy, synthesize_proxy_reference
+
+FS = 48000
+SECONDS = 6.0
+
+
+def make_objects(n, rng):
+    """Proxies (semi-axes, orientation) of n rocks, mapped to bank entries."""
+    out = []
+    for _ in range(n):
+        A = rng.uniform(0.03, 0.08)
+        B = A * rng.uniform(0.45, 0.95)
+        C = B * rng.uniform(0.45, 0.95)
+        Q, _ = np.linalg.qr(rng.normal(size=(3, 3)))
+        Q *= np.sign(np.linalg.det(Q))
+        out.append(Proxy(np.array([A, B, C]), Q, np.zeros(3), 4.0 / 3.0 * np.pi * A * B * C))
+    return out
+
+
+def render(objs, entries, pulses, fn):
+    y = np.zeros(int(SECONDS * FS) + FS // 2)
+    for pr, (t, acc, L) in zip(objs, pulses):
+        i, _, beta = nearest_entry(pr)
+        y += fn(entries[i], pr, t, acc, L, FS, len(y), beta)
+    return y
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--objects", type=int, default=1000)
+    ap.add_argument("--impulses", type=int, default=200000)
+    ap.add_argument("--subset", type=int, default=200, help="impulses rendered by the reference")
+    ap.add_argument("--seed", type=int, default=0)
+    a = ap.parse_args()
+    print("command: " + shlex.join([Path(sys.executable).name, *sys.argv]))
+    rng = np.random.default_rng(a.seed)
+    objs = make_objects(a.objects, rng)
+    per = np.full(a.objects, a.impulses // a.objects)
+    per[: a.impulses - per.sum()] += 1
+    pulses = []
+    for k in per:
+        L = rng.normal(size=3)
+        pulses.append((rng.uniform(0.0, SECONDS, k), rng.normal(size=(k, 6)) * np.array([50, 50, 50, 2e3, 2e3, 2e3]),
+                       1.5 * L / np.linalg.norm(L)))
+    need = sorted({nearest_entry(p)[0] for p in objs})
+    print(f"proxy soundbank synthesis: {a.objects} objects, {per.sum()} impulses over {SECONDS} s at {FS} Hz, "
+          f"tiny preset, {len(need)} bank entries {need}")
+    with tempfile.TemporaryDirectory() as d:
+        bank = sb.Soundbank(Path(d) / "bank.h5", preset="tiny", eps=0.04)
+        t0 = time.perf_counter()
+        entries = {i: bank.entry(i) for i in need}
+        t_build = time.perf_counter() - t0
+    print(f"  bank entries built in {t_build:.1f} s (not counted below)")
+    t0 = time.perf_counter()
+    y = render(objs, entries, pulses, synthesize_proxy)
+    t_fast = time.perf_counter() - t0
+    # subset: the first objects' impulses up to --subset
+    n_sub, objs_s, pulses_s = 0, [], []
+    for pr, (t, acc, L) in zip(objs, pulses):
+        k = min(len(t), a.subset - n_sub)
+        if k <= 0:
+            break
+        objs_s.append(pr)
+        pulses_s.append((t[:k], acc[:k], L))
+        n_sub += k
+    t0 = time.perf_counter()
+    yr = render(objs_s, entries, pulses_s, synthesize_proxy_reference)
+    t_ref = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    ys = render(objs_s, entries, pulses_s, synthesize_proxy)
+    t_fs = time.perf_counter() - t0
+    err = np.linalg.norm(ys - yr) / np.linalg.norm(yr)
+    tracemalloc.start()
+    render(objs, entries, pulses, synthesize_proxy)
+    peak = tracemalloc.get_traced_memory()[1] / 2**20
+    tracemalloc.stop()
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    per_fast, per_ref = t_fast / per.sum(), t_ref / n_sub
+    print(f"  {'':40s} {'time':>10s} {'per impulse':>12s} {'impulses/s':>11s} {'vs fast':>8s}")
+    print(f"  {'fast path (all ' + str(per.sum()) + ')':40s} {t_fast:8.2f} s {per_fast * 1e6:9.1f} us "
+          f"{1 / per_fast:11.0f} {1.0:8.1f}")
+    print(f"  {'fast path (subset, ' + str(n_sub) + ', ' + str(len(objs_s)) + ' objects)':40s} {t_fs:8.2f} s "
+          f"{t_fs / n_sub * 1e6:9.1f} us {n_sub / t_fs:11.0f}")
+    print(f"  {'per-impulse reference (subset)':40s} {t_ref:8.2f} s {per_ref * 1e6:9.1f} us {1 / per_ref:11.0f} "
+          f"{per_ref / per_fast:8.1f}")
+    print(f"  error fast vs reference (subset, relative L2): {err * 100:.3f} %")
+    print(f"  output peak {np.abs(y).max():.3e} Pa; peak memory: fast render traced {peak:.0f} MiB "
+          f"(output {y.nbytes / 2**20:.1f} MiB), process RSS {rss:.0f} MiB")
+    print(f"  goals: fast >= 1e5 impulses/s: {'met' if 1 / per_fast >= 1e5 else 'MISSED'}; reference ratio >= 20x: "
+          f"{'met' if per_ref / per_fast >= 20 else 'MISSED'}")
+
+
+if __name__ == "__main__":
+    main()
