@@ -47,8 +47,10 @@ def test_lamb_sphere(order, tol, subdiv, edge, mesher):
         assert np.all(np.abs(group / exact - 1) < tol), (group, exact)
         assert np.ptp(group) / group.mean() <= 0.005 * (1 if order == 2 else 4)
     # the faceted sphere is slightly smaller than the true one, which raises frequencies ~ 1/a further: still
-    # an upper bound on the exact sphere's spectrum
-    assert t2.min() >= 124.609e3 * 0.999
+    # an upper bound on the exact sphere's spectrum (not for fTetWild, whose surface moves within its envelope and
+    # is not deterministic: only the tolerance above applies to it)
+    if mesher != "ftetwild":
+        assert t2.min() >= 124.609e3 * 0.999
 
 
 @pytest.mark.parametrize("mesher", INSTALLED)
@@ -62,4 +64,9 @@ def test_free_free_bar_bending(mesher):
     fz = m.frequencies_hz[frac_z > 0.9]
     assert len(fz) >= 3
     assert np.allclose(fz[:3], [207.25, 569.86, 1113.05], rtol=0.01), fz[:3]
-    assert np.all(fz[:3] >= np.array([207.25, 569.86, 1113.05]) * 0.999)
+    # conforming FEM bounds the spectrum of its own geometry from above: the box itself for TetGen and gmsh, but
+    # fTetWild re-meshes the surface within an envelope (1e-3 of the bounding-box diagonal, here 0.5 mm against a
+    # 10 mm thickness) and is not deterministic, so its bar can be slightly thinner than the box (measured once:
+    # 207.01 Hz, -0.12 %); for it only the 1 % agreement above applies
+    if mesher != "ftetwild":
+        assert np.all(fz[:3] >= np.array([207.25, 569.86, 1113.05]) * 0.999)
