@@ -210,4 +210,5 @@ def test_the_documented_scene_example_is_valid():
     block = re.findall(r"```toml\n(.*?)```", text, re.S)[0]
     s = parse_scene(tomllib.loads(block), src="docs/scene-format.md")
     assert s.options["modal"].transfer == "auto" and s.options["acceleration_noise"].budget == 2.0e10
-    assert s.sources == ("modal", "acceleration_noise") and s.seed == 1
+    assert s.sources == ("modal", "acceleration_noise", "ground") and s.seed == 1
+    assert s.options["ground"].kernel == "K4" and s.options["ground"].cache is True
