@@ -1,6 +1,7 @@
 """What each object gets is decided by the scene alone and reported per object (render result and sidecar)."""
 import json
 
+import numpy as np
 import pytest
 
 from impactsound.cli import main
@@ -12,15 +13,26 @@ BALL = {"name": "ball", "shape": "sphere", "size": {"radius": 0.008}, "material"
         "position": [0.0, 0.0, 0.008]}
 
 
-def _scene(tmp_path, **scene):
+def _scene(tmp_path, objects=None, source=None, **scene):
     d = {"scene": {"duration": 0.2, "sources": ["acceleration_noise"], **scene},
-         "listener": [{"position": [0.0, -0.5, 0.3]}], "object": [dict(BALL)]}
+         "listener": [{"position": [0.0, -0.5, 0.3]}], "object": objects or [dict(BALL)],
+         "source": {"acceleration_noise": {"bank": "tiny", **(source or {})}}}
     return parse_scene(d, base=tmp_path)
 
 
-def test_object_over_pan_budget_is_named_with_the_reason_whatever_the_cache_holds(tmp_path, monkeypatch):
-    """Over budget: no acceleration noise, said in the result with the reason, and the cache is never asked (a
-    field cached by another scene must not change this scene's sound)."""
+def _drop(scene, names=("ball",)):
+    n = len(names)
+    pts = [[float(b.position[0]), float(b.position[1]), 0.0] for b in scene.bodies]
+    return EventLog(t=[0.05] * n, a=[GROUND] * n, b=list(range(n)), point=pts,
+                    normal=[[0, 0, 1.0]] * n, impulse=[[0, 0, 0.01]] * n, vn=[1.0] * n,
+                    pos_b=[b.position for b in scene.bodies], quat_b=[b.quaternion for b in scene.bodies],
+                    body_names=list(names))
+
+
+def test_object_over_pan_budget_gets_the_proxy_whatever_the_cache_holds(tmp_path, monkeypatch):
+    """Over budget under model "auto": the proxy soundbank's acceleration noise, said in the result with the
+    reason, and the cache of own PAN fields is never asked (a field cached by another scene must not change this
+    scene's sound)."""
     import impactsound.sources.pan.precompute as pre
 
     def cached(*a, **k):
@@ -33,14 +45,49 @@ def test_object_over_pan_budget_is_named_with_the_reason_whatever_the_cache_hold
                   quat_b=[scene.bodies[0].quaternion], body_names=["ball"])
     res = render_scene(scene, events=ev)
     o = res.info["objects"]["ball"]
-    assert o["acceleration_noise"] == "none"
+    assert o["acceleration_noise"] == "proxy" and o["entry"] == 65          # a sphere: B' = C' = 0.5
+    r_eq = (3.0 * scene.bodies[0].mesh.volume / (4.0 * np.pi)) ** (1.0 / 3.0)   # the polyhedral sphere's
+    assert o["beta"] == pytest.approx(2.0 * r_eq, rel=1e-6)                 # volume-equivalent radius
     assert "budget = 1" in o["reason"] and "cell updates" in o["reason"]
+    assert np.abs(res.stems["acceleration_noise"]["ball"]).max() > 0
+
+
+def test_model_off_and_per_object_override(tmp_path):
+    """[scene] acceleration_noise = "off" silences every object but the one whose own key says "proxy"; the
+    silenced one is listed with the reason, never dropped."""
+    b2 = dict(BALL, name="ball2", position=[0.1, 0.0, 0.008])
+    scene = _scene(tmp_path, objects=[dict(BALL, acceleration_noise="proxy"), b2], acceleration_noise="off")
+    res = render_scene(scene, events=_drop(scene, ("ball", "ball2")))
+    objs = res.info["objects"]
+    assert objs["ball"]["acceleration_noise"] == "proxy" and objs["ball"]["reason"] == 'acceleration_noise = "proxy"'
+    assert objs["ball2"]["acceleration_noise"] == "none" and '"off"' in objs["ball2"]["reason"]
+
+
+def test_unknown_object_model_is_refused(tmp_path):
+    from impactsound.errors import InputError
+    with pytest.raises(InputError, match=r"object\[0\].*acceleration_noise = 'fast' is unknown.*'proxy'"):
+        _scene(tmp_path, objects=[dict(BALL, acceleration_noise="fast")])
+
+
+def test_flat_object_gets_no_acceleration_noise_with_a_warning(tmp_path, caplog):
+    """A foil (C/A below the proxy's limit) has no meaningful ellipsoid: no acceleration noise, a warning naming
+    it, and the reason in the sidecar (Chadwick, Zheng & James 2012 proxies are solid ellipsoids)."""
+    foil = {"name": "foil", "shape": "box", "size": {"size": [0.1, 0.1, 0.00004]}, "material": "aluminium",
+            "position": [0.0, 0.0, 0.01]}
+    scene = _scene(tmp_path, objects=[foil], acceleration_noise="proxy")
+    with caplog.at_level("WARNING", logger="impactsound"):
+        res = render_scene(scene, events=_drop(scene, ("foil",)))
+    o = res.info["objects"]["foil"]
+    assert o["acceleration_noise"] == "none" and "proxy" in o["reason"]
+    assert any("foil" in r.message and "NO acceleration noise" in r.message for r in caplog.records)
 
 
 def test_sidecar_lists_every_object(tmp_path):
-    """A ball with no modes below 20 kHz and over the PAN budget: the sidecar says both, not silence."""
+    """A ball with no modes below 20 kHz and over the PAN budget: the sidecar says it has no modes and gets the
+    proxy soundbank's acceleration noise, with the reasons."""
     lines = ["[scene]", "duration = 0.1", 'sources = ["modal", "acceleration_noise"]', "pan_budget = 1.0",
-             'transfer = "low_order"', "", "[[listener]]", "position = [0.0, -0.5, 0.3]", "", "[[object]]",
+             'transfer = "low_order"', 'acceleration_noise = "auto"', "", "[source.acceleration_noise]",
+             'bank = "tiny"', "", "[[listener]]", "position = [0.0, -0.5, 0.3]", "", "[[object]]",
              'name = "ball"', 'shape = "sphere"', "size = { radius = 0.008 }", 'material = "steel"',
              "position = [0.0, 0.0, 0.3]"]
     p = tmp_path / "s.toml"
@@ -49,5 +96,5 @@ def test_sidecar_lists_every_object(tmp_path):
     assert main(["-q", "render", str(p), "--out", str(wav)]) == 0
     side = json.loads((tmp_path / "x.wav.json").read_text())
     o = side["objects"]["ball"]
-    assert o["modes"] == 0 and o["acceleration_noise"] == "none" and "budget" in o["reason"]
+    assert o["modes"] == 0 and o["acceleration_noise"] == "proxy" and "budget" in o["reason"]
     assert o["radiation"].startswith("none")

@@ -32,6 +32,7 @@ class Body:
     source: str = ""                  # where the mesh came from (file path or primitive description)
     com_in_file: np.ndarray = field(default_factory=lambda: np.zeros(3))  # COM in mesh-file coordinates
     transfer_asset: str = ""          # FFAT transfer asset given in the scene ("" = cache / low-order)
+    acceleration_noise: str = ""      # this object's acceleration-noise model ("" = the scene's; sources/pan)
 
 
 @dataclass

@@ -24,10 +24,12 @@ from .primitives import make_primitive
 
 #: the sources a scene renders when it does not say (``[scene] sources``)
 DEFAULT_SOURCES = ("modal", "acceleration_noise", "ground")
-#: older spellings of source options in ``[scene]``, still read: key -> (source kind, option)
+#: source options also spelled in ``[scene]`` (older names, and ``acceleration_noise``, the scene-wide
+#: acceleration-noise model): key -> (source kind, option)
 SCENE_OPTION_KEYS = {"modal_order": ("modal", "modal_order"), "max_modes": ("modal", "max_modes"),
                      "transfer": ("modal", "transfer"), "transfer_max_modes": ("modal", "transfer_max_modes"),
-                     "pan_budget": ("acceleration_noise", "budget")}
+                     "pan_budget": ("acceleration_noise", "budget"),
+                     "acceleration_noise": ("acceleration_noise", "model")}
 
 Vec3 = tuple[float, float, float]
 
@@ -61,6 +63,7 @@ class ObjectSpec(_Strict):
     velocity: Vec3 = (0.0, 0.0, 0.0)   # [m/s]
     angular_velocity: Vec3 = (0.0, 0.0, 0.0)  # world frame [rad/s]
     transfer: str | None = None        # FFAT transfer asset for this object (relative to the scene file)
+    acceleration_noise: str | None = None   # this object's acceleration-noise model (overrides the scene's)
 
 
 class GroundSpec(_Strict):
@@ -94,6 +97,7 @@ class SceneSpec(_Strict):
     pan_budget: Any = None
     transfer: Any = None
     transfer_max_modes: Any = None
+    acceleration_noise: Any = None     # = [source.acceleration_noise] model
 
     @field_validator("sources")
     @classmethod
@@ -209,11 +213,18 @@ def _body(i: int, o: ObjectSpec, base: Path, src: str) -> Body:
                              "transfer precompute MODAL_ASSET --out FILE` (the render prints each object's modal "
                              "asset), or remove the line to use the cache / low-order radiation")
         transfer = str(tpath)
+    an = ""
+    if o.acceleration_noise is not None:
+        from ..sources.pan.source import AN_MODELS
+        if o.acceleration_noise not in AN_MODELS:
+            raise InputError(f"{where}.acceleration_noise = {o.acceleration_noise!r} is unknown; use one of "
+                             f"{', '.join(repr(m) for m in AN_MODELS)} (or leave it out for the scene's model)")
+        an = o.acceleration_noise
     from ..assets import content_hash
     mh = content_hash(np.asarray(body_mesh.vertices, np.float64), np.asarray(body_mesh.faces, np.int64))
     return Body(name=o.name or f"object{i}", mesh=body_mesh, material=material, mass=mass, inertia=inertia,
                 position=pos, quaternion=q, velocity=vel, angular_velocity=omega, mesh_hash=mh, source=source,
-                com_in_file=com, transfer_asset=transfer)
+                com_in_file=com, transfer_asset=transfer, acceleration_noise=an)
 
 
 def parse_scene(data: dict, base: Path = Path("."), src: str = "<scene>") -> Scene:

@@ -11,7 +11,9 @@ with :class:`PANSource`.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import logging
+from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -24,8 +26,11 @@ from ...io.progress import QUIET
 from ...rotation import to_body
 from ..base import check_objects_known, render_arguments
 from ..registry import SourceKind, register
+from .proxy_field import ProxyFields
 from .synth import PANTable, synthesize_pan
 from .timescale import acceleration_amplitudes
+
+log = logging.getLogger("impactsound")
 
 
 class PANSource:
@@ -51,6 +56,11 @@ class PANSource:
         Table oversampling U.
     n_threads : int, optional
         Synthesis threads (the result does not depend on it).
+    frames : dict of str to ndarray (3, 3), optional
+        {body name: Z} for fields stored in other axes than the body's (a proxy's, sources/pan/proxy_field.py):
+        the columns of Z are those axes in the body frame; each impulse's listener and accelerations are rotated
+        into them (x' = Z^T x, a' = Z^T a, alpha' = Z^T alpha; Chadwick, Zheng & James 2012, "Faster Acceleration
+        Noise ...", sec. 3.3). Tables of these bodies are not kept after their render (one per object).
 
     Raises
     ------
@@ -60,12 +70,15 @@ class PANSource:
 
     kind = "acceleration_noise"
 
-    def __init__(self, bodies, fields: dict, ground, air, *, v_min: float = V_MIN, oversample: int = 4,
-                 n_threads: int | None = None):
+    def __init__(self, bodies, fields, ground, air, *, v_min: float = V_MIN, oversample: int = 4,
+                 n_threads: int | None = None, frames: dict | None = None):
         self.bodies = list(bodies)
         check_objects_known("PANSource", "PAN fields", fields, self.bodies)
-        self.fields = dict(fields)
-        for name, fld in self.fields.items():
+        self.fields = fields if isinstance(fields, ProxyFields) else dict(fields)
+        self.frames = {k: np.asarray(v, np.float64).reshape(3, 3) for k, v in (frames or {}).items()}
+        check_objects_known("PANSource", "field frames", self.frames, self.bodies)
+        for name in self.fields:
+            fld = self.fields.header(name) if isinstance(self.fields, ProxyFields) else self.fields[name]
             if abs(fld.c - air.c) > 1e-3 * fld.c:
                 raise InputError(f"PANSource: the PAN field of {name!r} was computed for c = {fld.c} m/s but the "
                                  f"scene's air has c = {air.c} m/s; recompute the field with the scene's air")
@@ -182,7 +195,7 @@ class PANSource:
             touch = events.involving(i)
             for col in ("t", "point", "normal", "impulse", "vn"):
                 v = getattr(events, col)
-                bad = touch & ~np.isfinite(v).reshape(len(events), -1).all(axis=1)
+                bad = touch & ~np.isfinite(v).reshape(len(events), -1 if len(events) else 1).all(axis=1)
                 if bad.any():
                     r = int(np.flatnonzero(bad)[0])
                     raise InputError(f"event log row {r}: column {col!r} has a NaN or infinite value")
@@ -192,7 +205,6 @@ class PANSource:
         ev = contacts.events
         for i in with_field:
             body = self.bodies[i]
-            fld = self.fields[body.name]
             out[body.name] = np.zeros((len(L_w), n_samples))
             bc = contacts.of(i)
             if bc is None:
@@ -200,29 +212,62 @@ class PANSource:
             bc = bc.select(ev.vn[bc.rows] >= self.v_min)             # resting contacts (paper sec. 4.3)
             if len(bc.rows) == 0:
                 continue
+            fld = self.fields[body.name]
             _, tau, amp, _, _ = self._amplitudes(ev, bc)
             amp = amp * (self.air.rho / fld.rho)                     # p is linear in rho
-            out[body.name] = synthesize_pan(self.table(body.name, fs), ev.t[bc.rows], tau, amp, bc.listeners(L_w),
+            xl = bc.listeners(L_w)
+            Z = self.frames.get(body.name)
+            if Z is not None:                                        # into the field's axes (row vectors: v Z)
+                amp = np.concatenate([amp[:, :3] @ Z, amp[:, 3:] @ Z], axis=1)
+                xl = xl @ Z
+            out[body.name] = synthesize_pan(self.table(body.name, fs), ev.t[bc.rows], tau, amp, xl,
                                             n_samples, n_threads=self.n_threads)
+            if Z is not None:
+                self._tables.pop((body.name, float(fs)), None)
         return out
 
 
 # ---- the source kind --------------------------------------------------------------------------------------------
+#: acceleration-noise models of an object ([source.acceleration_noise] model, [scene] acceleration_noise, or the
+#: object's own ``acceleration_noise`` key)
+AN_MODELS = ("auto", "pan", "proxy", "off")
+
+
 class PANOptions(BaseModel):
     """Options of the ``acceleration_noise`` source (scene table ``[source.acceleration_noise]``).
 
     Parameters
     ----------
+    model : {"auto", "pan", "proxy", "off"}, optional
+        Which acceleration noise each object gets (an object's own ``acceleration_noise`` key overrides it):
+        "pan" its own PAN field (precomputed by FDTD however long that takes), "proxy" the proxy soundbank's
+        (Chadwick, Zheng & James 2012, "Faster Acceleration Noise ..."; sources/pan/proxy_field.py), "auto" (the
+        default) its own field when the precompute is within ``budget``, else the proxy's, "off" none.
     budget : float, optional
-        Largest PAN precompute in FDTD cell updates (default 2e10, ~4 s per 1e9 on 2 cores). Objects whose
-        estimate is over it get no acceleration noise, cached field or not (:func:`pan_fields`; said in the
-        sidecar).
+        Largest PAN precompute run under "auto", in FDTD cell updates (default 2e10, ~4 s per 1e9 on 2 cores).
+        Which objects are within it follows from the scene alone, never from what the cache holds.
+    bank : {"standard", "tiny", "paper"}, optional
+        Soundbank preset of the proxies (sources/pan/soundbank.py). Missing entries are solved when an object
+        needs them and kept in the bank file (standard: about a minute each on 2 cores).
+    bank_eps : float, optional
+        Wavelet tolerance of the bank in (0, 1).
+    bank_path : str, optional
+        The bank file (default: the cache folder's ``soundbank_<preset>_eps<eps>_v<version>.h5``); relative to
+        the scene file's folder.
     """
 
     model_config = ConfigDict(extra="forbid")
+    model: Literal["auto", "pan", "proxy", "off"] = Field(
+        default="auto", description="auto: own PAN field within the budget, else the proxy soundbank; pan: own "
+        "field always; proxy: soundbank always; off: none (an object's acceleration_noise key overrides it)")
     budget: float = Field(default=2.0e10, gt=0, description="largest PAN precompute in FDTD cell updates (~4 s "
-                          "per 1e9 on 2 cores); objects over it get no acceleration noise, said in the sidecar "
-                          "with the reason (whatever the cache holds)")
+                          "per 1e9 on 2 cores) run under model = auto; objects over it get the proxy")
+    bank: Literal["standard", "tiny", "paper"] = Field(
+        default="standard", description="soundbank preset for proxies (missing entries are solved on demand, "
+        "standard ~1 min each on 2 cores; tiny: seconds, low band: objects under ~2 cm)")
+    bank_eps: float = Field(default=0.04, gt=0, lt=1, description="wavelet tolerance of the soundbank")
+    bank_path: str | None = Field(default=None, description="soundbank file (default: in the cache folder), "
+                                  "relative to the scene file")
 
 
 @dataclass
@@ -231,58 +276,70 @@ class PANPrepared:
 
     Attributes
     ----------
-    fields : dict of str to PANField
-        {body name: its field}.
+    fields : ProxyFields
+        {body name: its field} (own fields, and proxy fields built on access).
     missing : dict of str to str
         {body name: why it has none}.
+    frames : dict of str to ndarray (3, 3)
+        {body name: the proxy's axes Z} for proxy fields.
+    models : dict of str to dict
+        Sidecar entry of each body with a field: {"acceleration_noise": "pan" | "proxy", ...}.
     """
 
-    fields: dict
+    fields: ProxyFields
     missing: dict
+    frames: dict = field(default_factory=dict)
+    models: dict = field(default_factory=dict)
 
 
-def pan_fields(scene, progress=QUIET) -> tuple[dict, dict]:
-    """PAN field of every body within the budget, from the cache or precomputed.
+def _budget_reason(est: dict, budget: float) -> str:
+    return (f"its own PAN precompute needs {est['cell_updates']:.2g} FDTD cell updates (grid {est['grid'][0]}^3, "
+            f"~{est['cell_updates'] / 2.5e8 / 60:.0f} min on 2 cores), over [source.acceleration_noise] budget = "
+            f"{budget:.2g}")
 
-    Which bodies get one follows from the scene alone (the estimate against the budget), never from what the
-    cache holds.
 
-    Parameters
-    ----------
-    scene : Scene
-        Bodies (mesh, material), air and the ``acceleration_noise`` options.
-    progress : Progress, optional
-        Reports each precompute.
+def _own_field(body, job, est, progress):
+    from .precompute import cached_pan_field
+    cached = cached_pan_field(job, load_only=True)
+    if cached is None:
+        with progress.stage(f"PAN precompute of {body.name} (grid {est['grid'][0]}^3, "
+                            f"{est['steps']} steps x 6 fields)") as update:
+            cached = cached_pan_field(job, progress=update)
+    return cached
 
-    Returns
-    -------
-    tuple of dict
-        ({body name: PANField}, {body name: reason} for the bodies without one).
+
+def open_bank(scene, opts):
+    """The scene's soundbank (:class:`.soundbank.Soundbank`) for ``[source.acceleration_noise]`` bank options.
+
+    The bank is solved at the scene's speed of sound and the default air density (fields are linear in rho and
+    rescaled at render); the default file is in the cache folder, with the air's hash in its name when c is not
+    the default.
     """
-    from .precompute import cached_pan_field, plan_pan
-    budget = scene.options["acceleration_noise"].budget
-    fields, missing = {}, {}
-    for body in scene.bodies:
-        job = plan_pan(body.mesh, body.material, c=scene.air.c, rho=scene.air.rho)
-        est = job.estimate()
-        if est["cell_updates"] > budget:
-            missing[body.name] = (f"its PAN precompute needs {est['cell_updates']:.2g} FDTD cell updates (grid "
-                                  f"{est['grid'][0]}^3, ~{est['cell_updates'] / 2.5e8 / 60:.0f} min on 2 cores), "
-                                  f"over [source.acceleration_noise] budget = {budget:.2g}; raise the budget to "
-                                  "include it")
-            progress.message(f"  {body.name}: NO acceleration noise: {missing[body.name]}")
-            continue
-        cached = cached_pan_field(job, load_only=True)
-        if cached is None:
-            with progress.stage(f"PAN precompute of {body.name} (grid {est['grid'][0]}^3, "
-                                f"{est['steps']} steps x 6 fields)") as update:
-                cached = cached_pan_field(job, progress=update)
-        fields[body.name] = cached
-    return fields, missing
+    from pathlib import Path
+
+    from ...assets.store import cache_dir
+    from ...constants import AIR_C, AIR_RHO
+    from .soundbank import Soundbank, default_path
+    c = float(scene.air.c)
+    if opts.bank_path:
+        p = Path(opts.bank_path)
+        src = Path(str(getattr(scene, "path", "") or ""))
+        if not p.is_absolute() and src.is_file():
+            p = src.parent / p
+    elif abs(c - AIR_C) <= 1e-9 * AIR_C:
+        p = default_path(opts.bank, opts.bank_eps)
+    else:
+        p = cache_dir() / f"soundbank_{opts.bank}_eps{opts.bank_eps:g}_c{c:g}.h5"
+    return Soundbank(p, preset=opts.bank, c=c, rho=AIR_RHO, eps=opts.bank_eps)
 
 
 def prepare(scene, progress=QUIET) -> PANPrepared:
-    """Prepare the ``acceleration_noise`` source: PAN fields of the bodies within the budget (:func:`pan_fields`).
+    """Prepare the ``acceleration_noise`` source: each body's model (:class:`PANOptions` ``model``, or the body's
+    own ``acceleration_noise``), its own PAN field (from the cache or precomputed) or its proxy's recipe
+    (Chadwick, Zheng & James 2012, "Faster Acceleration Noise ...", sec. 3.3: inertia -> ellipsoid -> nearest
+    entry -> beta; the entry solved now when the bank lacks it).
+
+    A body without a meaningful proxy (zero volume, flat) gets none, with a warning naming it.
 
     Parameters
     ----------
@@ -293,7 +350,60 @@ def prepare(scene, progress=QUIET) -> PANPrepared:
     -------
     PANPrepared
     """
-    return PANPrepared(*pan_fields(scene, progress))
+    from .precompute import plan_pan
+    from .proxy import DegenerateProxyError, fit_proxy_from_inertia, nearest_entry
+    from .proxy_field import ProxyRecipe, entry_coefficients
+    opts = scene.options["acceleration_noise"]
+    own, recipes, missing, frames, models = {}, {}, {}, {}, {}
+    bank, coef = None, {}
+    for body in scene.bodies:
+        model = body.acceleration_noise or opts.model
+        if model == "off":
+            missing[body.name] = "acceleration noise is off for it (acceleration_noise = \"off\")"
+            continue
+        why_proxy = "acceleration_noise = \"proxy\""
+        if model in ("auto", "pan"):
+            job = plan_pan(body.mesh, body.material, c=scene.air.c, rho=scene.air.rho)
+            est = job.estimate()
+            if model == "pan" or est["cell_updates"] <= opts.budget:
+                own[body.name] = _own_field(body, job, est, progress)
+                models[body.name] = {"acceleration_noise": "pan"}
+                continue
+            why_proxy = _budget_reason(est, opts.budget)
+        try:
+            proxy = fit_proxy_from_inertia(body.mass / body.material.rho, body.inertia, name=body.name)
+        except DegenerateProxyError as exc:
+            missing[body.name] = f"no ellipsoidal proxy applies: {exc}"
+            log.warning(f"object {body.name!r}: NO acceleration noise: {missing[body.name]}")
+            continue
+        if bank is None:
+            bank = open_bank(scene, opts)
+        idx, (bp, cp), beta = nearest_entry(proxy)
+        if idx not in coef:
+            if bank.has(idx):
+                entry = bank.entry(idx)
+            else:
+                est = bank.estimate([idx])
+                with progress.stage(f"soundbank entry {idx} (ellipsoid 0.5 x {bp:.3g} x {cp:.3g} m, "
+                                    f"{bank.preset.name} preset, ~{est.get('seconds', 0):.0f} s)") as update:
+                    entry = bank.entry(idx, progress=update)
+            coef[idx] = entry_coefficients(entry)
+        wf = bank.entry(idx).fields[0]
+        Z = proxy.rotation
+        recipes[body.name] = ProxyRecipe(
+            coefficients=coef[idx], beta=beta, h_ref=bank.preset.h, c=bank.c, rho=bank.rho, R_b_ref=0.5,
+            radii_ref=wf.radii, mass=body.mass, inertia=Z.T @ body.inertia @ Z,
+            inputs_hash=f"{bank.key}:e{idx}:beta{beta!r}")
+        frames[body.name] = Z
+        models[body.name] = {
+            "acceleration_noise": "proxy", "reason": why_proxy, "bank": str(bank.path), "preset": bank.preset.name,
+            "entry": int(idx), "entry_axes_m": [0.5, float(bp), float(cp)], "beta": float(beta),
+            "proxy_axes_m": [float(a) for a in proxy.semi_axes],
+            "band_hz": float(bank.preset.band(beta / 2.0, bank.c)["pulse_band_hz"])}
+        progress.message(f"  {body.name}: proxy acceleration noise (ellipsoid {proxy.semi_axes[0] * 1e3:.3g} x "
+                         f"{proxy.semi_axes[1] * 1e3:.3g} x {proxy.semi_axes[2] * 1e3:.3g} mm -> bank entry {idx}, "
+                         f"beta {beta:.3g}; {why_proxy})")
+    return PANPrepared(ProxyFields(own, recipes), missing, frames, models)
 
 
 def render(prep: PANPrepared, ctx) -> dict:
@@ -311,13 +421,13 @@ def render(prep: PANPrepared, ctx) -> dict:
     dict of str to ndarray
         {body name: pressure (L, n_samples) [Pa]}.
     """
-    src = PANSource(ctx.scene.bodies, prep.fields, ctx.scene.ground, ctx.scene.air)
+    src = PANSource(ctx.scene.bodies, prep.fields, ctx.scene.ground, ctx.scene.air, frames=prep.frames)
     with ctx.progress.stage("acceleration noise synthesis"):
         return src.render(ctx.events, ctx.listeners, ctx.sample_rate, ctx.duration, contacts=ctx.contacts("mesh"))
 
 
 def describe(prep: PANPrepared) -> tuple[dict, dict]:
-    """Sidecar entries: which objects have acceleration noise, and why the others have none.
+    """Sidecar entries: which model each object's acceleration noise came from, and why some have none.
 
     Parameters
     ----------
@@ -326,18 +436,18 @@ def describe(prep: PANPrepared) -> tuple[dict, dict]:
     Returns
     -------
     summary : dict
-        {"acceleration_noise": sorted names of the bodies with a field}.
+        {"acceleration_noise": sorted names of the bodies with a field (own or proxy)}.
     objects : dict
-        Per body name: {"acceleration_noise": "pan"} or {"acceleration_noise": "none", "reason": why}.
+        Per body name: {"acceleration_noise": "pan"}, {"acceleration_noise": "proxy", "reason", "bank", "entry",
+        "beta", ...} or {"acceleration_noise": "none", "reason": why}.
     """
-    objects = {}
-    for name in prep.fields:
-        objects[name] = {"acceleration_noise": "pan"}
+    objects = {name: dict(m) for name, m in prep.models.items()}
     for name, why in prep.missing.items():
         objects[name] = {"acceleration_noise": "none", "reason": why}
-    return {"acceleration_noise": sorted(prep.fields)}, objects
+    return {"acceleration_noise": sorted(prep.models)}, objects
 
 
 SOURCE = register(SourceKind(
     name="acceleration_noise", options=PANOptions, prepare=prepare, render=render, describe=describe,
-    summary="the click of each impact's rigid-body accelerations, from precomputed PAN fields"))
+    summary="the click of each impact's rigid-body accelerations, from precomputed PAN fields (own or the proxy "
+            "soundbank's)"))
