@@ -13,7 +13,9 @@ accelerations; one listener 1.5 m away in a random direction per object; 48 kHz.
 3. the reference (synthesize_proxy_reference) on a subset of impulses (default 200, over the first objects): time
    per impulse and the ratio to the fast path (goal >= 20x);
 4. the relative L2 error of the fast path against the reference on that subset;
-5. peak memory: tracemalloc's peak of the fast render (an untimed second run) and the process's peak RSS.
+5. the render's route (proxy_field + heard_table + synthesize_pan: a tumbling object's listener moves in its
+   frame, which the fixed-listener fast path cannot follow) over all objects, each impulse a 0.1 ms contact;
+6. peak memory: tracemalloc's peak of the fast render (an untimed second run) and the process's peak RSS.
 
     .venv/bin/python bench/bench_proxy.py [--objects 1000] [--impulses 200000] [--subset 200] [--seed 0]
 """
@@ -32,10 +34,14 @@ import numpy as np
 
 from impactsound.sources.pan import soundbank as sb
 from impactsound.sources.pan.proxy import Proxy, nearest_entry
+from impactsound.sources.pan.proxy_field import ProxyRecipe, entry_coefficients
 from impactsound.sources.pan.proxy_synth import synthesize_proxy, synthesize_proxy_reference
+from impactsound.sources.pan.source import heard_table
+from impactsound.sources.pan.synth import synthesize_pan
 
 FS = 48000
 SECONDS = 6.0
+H_TINY = sb.PRESETS["tiny"].h
 
 
 def make_objects(n, rng):
@@ -56,6 +62,24 @@ def render(objs, entries, pulses, fn):
     for pr, (t, acc, L) in zip(objs, pulses):
         i, _, beta = nearest_entry(pr)
         y += fn(entries[i], pr, t, acc, L, FS, len(y), beta)
+    return y
+
+
+def render_path(objs, entries, pulses, coefs, tau=1e-4):
+    """The render's route for the same objects: each proxy's PANField from its entry (proxy_field), the table of
+    the directions its impulses hear (heard_table) and the compiled per-impulse synthesis (synthesize_pan), with
+    every impulse a contact of duration tau (a few pulses of the scaled h each)."""
+    y = np.zeros(int(SECONDS * FS) + FS // 2)
+    for pr, (t, acc, L) in zip(objs, pulses):
+        i, _, beta = nearest_entry(pr)
+        e = entries[i]
+        fld = ProxyRecipe(coefs[i], beta, H_TINY, e.fields[0].c, 1.2041, 0.5, e.fields[0].radii, 1.0,
+                          np.eye(3)).build()
+        Z = pr.rotation
+        xl = np.broadcast_to(L @ Z, (len(t), 1, 3))
+        table = heard_table(fld, xl, FS)
+        y += synthesize_pan(table, t, np.full(len(t), tau), np.concatenate([acc[:, :3] @ Z, acc[:, 3:] @ Z], 1),
+                            xl, len(y), n_threads=2)[0]
     return y
 
 
@@ -120,6 +144,13 @@ def main():
     print(f"  error fast vs reference (subset, relative L2): {err * 100:.3f} %")
     print(f"  output peak {np.abs(y).max():.3e} Pa; peak memory: fast render traced {peak:.0f} MiB "
           f"(output {y.nbytes / 2**20:.1f} MiB), process RSS {rss:.0f} MiB")
+    coefs = {i: entry_coefficients(e) for i, e in entries.items()}
+    render_path(objs[:2], entries, pulses[:2], coefs)                       # compile the kernels (untimed)
+    t0 = time.perf_counter()
+    yp = render_path(objs, entries, pulses, coefs)
+    t_path = time.perf_counter() - t0
+    print(f"  {'render path (all; contacts of 0.1 ms)':40s} {t_path:8.2f} s {t_path / per.sum() * 1e6:9.1f} us "
+          f"{per.sum() / t_path:11.0f} {t_fast / t_path:8.1f}   (peak {np.abs(yp).max():.3e} Pa)")
     print(f"  goals: fast >= 1e5 impulses/s: {'met' if 1 / per_fast >= 1e5 else 'MISSED'}; reference ratio >= 20x: "
           f"{'met' if per_ref / per_fast >= 20 else 'MISSED'}")
 

@@ -113,3 +113,20 @@ def test_proxy_fields_build_on_access(bank, entry):
     assert f1 is not f2 and np.array_equal(f1.q, f2.q)                  # built each time, not kept
     with pytest.raises(Exception, match="both an own field and a proxy"):
         ProxyFields({"a": f1}, {"a": r})
+
+
+def test_table_of_needed_directions_matches_the_full_table(bank, entry):
+    """PANTable.from_field(needed=...) builds only the rows a render reads: those rows (grid rows and pole rows)
+    equal the full table's; the others are zero but for the two grid rows next to a needed pole."""
+    fld = _field(bank, entry, 0.07)
+    full = PANTable.from_field(fld, 48000.0, trim_rel=0.0)
+    needed = np.zeros((fld.n_theta + 2, fld.n_phi), bool)
+    needed[0, 3] = needed[2, 5:7] = needed[fld.n_theta + 1, 0] = True
+    part = PANTable.from_field(fld, 48000.0, trim_rel=0.0, needed=needed)
+    assert part.table.shape == full.table.shape and part.tau_f0 == full.tau_f0
+    scale = np.abs(full.table).max()
+    assert np.abs(part.table[needed] - full.table[needed]).max() < 1e-12 * scale
+    filled = needed.copy()
+    filled[:3] = filled[fld.n_theta - 1:] = True        # whole pole rows, and the rows they are made of
+    assert not part.table[~filled].any()
+    assert np.abs(full.table[needed]).max() > 0.01 * scale

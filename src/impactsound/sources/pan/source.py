@@ -26,11 +26,35 @@ from ...io.progress import QUIET
 from ...rotation import to_body
 from ..base import check_objects_known, render_arguments
 from ..registry import SourceKind, register
+from .field import angle_weights
 from .proxy_field import ProxyFields
 from .synth import PANTable, synthesize_pan
 from .timescale import acceleration_amplitudes
 
 log = logging.getLogger("impactsound")
+
+
+def heard_table(fld, listeners_field, sample_rate: float, *, oversample: int = 4) -> PANTable:
+    """The table of a field at the directions some listener positions read (PANTable.from_field ``needed``): what
+    one render of a proxy needs.
+
+    Parameters
+    ----------
+    fld : PANField
+    listeners_field : array_like, shape (..., 3)
+        Listener positions in the field's axes about the centre of mass [m].
+    sample_rate : float
+        Output rate [Hz].
+    oversample : int, optional
+
+    Returns
+    -------
+    PANTable
+    """
+    _, it, ip, _ = angle_weights(listeners_field, fld.n_theta, fld.n_phi)
+    needed = np.zeros((fld.n_theta + 2, fld.n_phi), bool)
+    needed[it.ravel(), ip.ravel()] = True
+    return PANTable.from_field(fld, sample_rate, oversample=oversample, needed=needed)
 
 
 class PANSource:
@@ -60,7 +84,7 @@ class PANSource:
         {body name: Z} for fields stored in other axes than the body's (a proxy's, sources/pan/proxy_field.py):
         the columns of Z are those axes in the body frame; each impulse's listener and accelerations are rotated
         into them (x' = Z^T x, a' = Z^T a, alpha' = Z^T alpha; Chadwick, Zheng & James 2012, "Faster Acceleration
-        Noise ...", sec. 3.3). Tables of these bodies are not kept after their render (one per object).
+        Noise ...", sec. 3.3). Their tables are built per render for the directions its impulses see, and not kept.
 
     Raises
     ------
@@ -220,10 +244,12 @@ class PANSource:
             if Z is not None:                                        # into the field's axes (row vectors: v Z)
                 amp = np.concatenate([amp[:, :3] @ Z, amp[:, 3:] @ Z], axis=1)
                 xl = xl @ Z
-            out[body.name] = synthesize_pan(self.table(body.name, fs), ev.t[bc.rows], tau, amp, xl,
-                                            n_samples, n_threads=self.n_threads)
-            if Z is not None:
-                self._tables.pop((body.name, float(fs)), None)
+            if Z is None:
+                table = self.table(body.name, fs)
+            else:                                                    # one render: the directions it hears only
+                table = heard_table(fld, xl, fs, oversample=self.oversample)
+            out[body.name] = synthesize_pan(table, ev.t[bc.rows], tau, amp, xl, n_samples,
+                                            n_threads=self.n_threads)
         return out
 
 
