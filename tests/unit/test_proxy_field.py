@@ -130,3 +130,40 @@ def test_table_of_needed_directions_matches_the_full_table(bank, entry):
     filled[:3] = filled[fld.n_theta - 1:] = True        # whole pole rows, and the rows they are made of
     assert not part.table[~filled].any()
     assert np.abs(full.table[needed]).max() > 0.01 * scale
+
+
+@pytest.mark.parametrize("beta", [0.1, 0.4])
+def test_render_route_matches_the_papers_fixed_listener_synthesis(bank, entry, beta):
+    """The render's route (proxy field -> table of the heard directions -> compiled per-impulse synthesis) against
+    the paper's route for a listener fixed in the body (proxy_synth.synthesize_proxy: wavelet coefficients summed
+    per field, Algorithm 1, resampling), fed the same pulse train: each contact is the pulses psi(t - t0 - k h;
+    h) with the weights c_k the renderer uses (pulse.contact_weights). Rotated proxy, off-grid listener direction.
+    They share only the entry: the low-passes differ (Kaiser-windowed sinc at 0.45 f_s vs the db5 half-band
+    cut + resample_poly), so the comparison is at 16 kHz for contacts of 1 ms, whose content is far below
+    either cut; the angle interpolation differs too (the renderer's pole caps vs the paper route's held rows),
+    hence a direction away from the poles. Measured 1.1 % (beta 0.1), 0.12 % (beta 0.4); bound 2 %."""
+    from impactsound.sources.pan.proxy import Proxy
+    from impactsound.sources.pan.proxy_synth import synthesize_proxy
+    from impactsound.sources.pan.pulse import contact_weights
+    from impactsound.sources.pan.source import heard_table
+    rng = np.random.default_rng(7)
+    Z = _rotation(rng)
+    A = beta / 2.0
+    pr = Proxy(np.array([A, 0.81 * A, 0.43 * A]), Z, np.zeros(3), 1.0)
+    fs, n_out = 16000.0, 8000
+    L_body = Z @ np.array([0.6, -0.5, 0.35])                 # body frame; proxy frame = Z^T L_body
+    L_body *= 4.0 * beta / np.linalg.norm(L_body)
+    n = 12
+    t0 = rng.uniform(0.02, 0.4, n)
+    tau = np.full(n, 1e-3)
+    amp = rng.normal(size=(n, 6)) * np.array([1, 1, 1, 20, 20, 20.0])
+    fld = _field(bank, entry, beta)
+    xl = np.broadcast_to(L_body @ Z, (n, 1, 3))
+    y = synthesize_pan(heard_table(fld, xl, fs), t0, tau, np.concatenate([amp[:, :3] @ Z, amp[:, 3:] @ Z], 1),
+                       xl, n_out)[0]
+    k, c = contact_weights(1e-3, fld.h)
+    tp = (t0[:, None] + k[None, :] * fld.h).ravel()
+    ap = (amp[:, None, :] * c[None, :, None]).reshape(-1, 6)
+    yr = synthesize_proxy(entry, pr, tp, ap, L_body, fs, n_out, beta)
+    assert np.linalg.norm(yr) > 0
+    assert np.linalg.norm(y - yr) / np.linalg.norm(yr) < 0.02
