@@ -95,16 +95,29 @@ def _event_log_warnings():
 
 @cli.command()
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("out"),
-              show_default=True, help="Output folder for demo.wav and demo.png.")
+              show_default=True, help="Output folder for demo.wav and demo.png (debris.wav, debris.png and the "
+              "generated scene in debris_scene/ for --scene debris).")
+@click.option("--scene", "which", type=click.Choice(["objects", "debris"]), default="objects", show_default=True,
+              help="objects: five objects dropped on a wooden floor; debris: hundreds of random convex glass "
+                   "fragments falling onto a concrete floor (every fragment's acceleration noise from the proxy "
+                   "soundbank).")
 @click.pass_obj
-def demo(obj: _Ctx, out_dir: Path):
-    """Render the built-in demo scene (five objects dropped on a wooden floor) to DIR/demo.wav and DIR/demo.png."""
+def demo(obj: _Ctx, out_dir: Path, which: str):
+    """Render a built-in demo scene to DIR/demo.wav and DIR/demo.png (or DIR/debris.wav and DIR/debris.png)."""
     from .pipeline import render_scene
     from .scene import demo_scene_path, load_scene
-    scene = load_scene(demo_scene_path())
+    if which == "debris":
+        from .scene.debris import debris_scene
+        toml = debris_scene(out_dir / "debris_scene")
+        obj.progress.message(f"debris scene written to {toml}")
+        scene = load_scene(toml)
+        name, title = "debris", (f"impactsound debris demo: {len(scene.bodies)} glass fragments falling onto a "
+                                 "concrete floor")
+    else:
+        scene = load_scene(demo_scene_path())
+        name, title = "demo", "impactsound demo: bowl, bar, block, ball and die dropped on a wooden floor"
     result = render_scene(scene, obj.progress)
-    paths = result.save(out_dir / "demo.wav", png=out_dir / "demo.png",
-                        title="impactsound demo: bowl, bar, block, ball and die dropped on a wooden floor")
+    paths = result.save(out_dir / f"{name}.wav", png=out_dir / f"{name}.png", title=title)
     for p in paths:
         click.echo(str(p))
 

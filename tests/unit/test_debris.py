@@ -155,3 +155,19 @@ def test_glass_fragments_ring_only_at_the_top_of_hearing(tmp_path):
     model = modal_analysis(flattest.mesh, flattest.material, order=2, max_modes=5, f_max=20000.0)
     assert model.n_modes <= 2
     assert np.all(np.asarray(model.frequencies_hz) > 14000.0)
+
+
+def test_demo_command_renders_the_debris_scene_with_proxy_acceleration_noise(tmp_path, monkeypatch):
+    """`impactsound demo --scene debris` writes the generated scene, renders it and names every fragment's
+    acceleration-noise model in the sidecar: the proxy soundbank's for all (a few small fragments here)."""
+    import functools
+    import json
+
+    import impactsound.scene.debris as deb
+    from impactsound.cli import main
+    monkeypatch.setattr(deb, "debris_scene", functools.partial(deb.debris_scene, n_fragments=3, duration=0.6))
+    assert main(["-q", "demo", "--scene", "debris", "--out", str(tmp_path)]) == 0
+    assert (tmp_path / "debris.png").is_file() and (tmp_path / "debris_scene" / "debris.toml").is_file()
+    side = json.loads((tmp_path / "debris.wav.json").read_text())
+    assert side["peak_pa"] > 0 and {o["acceleration_noise"] for o in side["objects"].values()} == {"proxy"}
+    assert all(o["preset"] == "tiny" for o in side["objects"].values())

@@ -98,3 +98,17 @@ def test_sidecar_lists_every_object(tmp_path):
     o = side["objects"]["ball"]
     assert o["modes"] == 0 and o["acceleration_noise"] == "proxy" and "budget" in o["reason"]
     assert o["radiation"].startswith("none")
+
+
+def test_proxy_thinner_than_the_bank_grid_gets_the_nearest_resolved_entry_with_a_warning(tmp_path, caplog):
+    """A thin bar's proxy (C/A ~ 0.04) maps to C' = 0.025 m, which the tiny bank's 5 cm grid cannot solve: the
+    nearest entry it resolves stands in, with a warning and a note in the sidecar (never a crash)."""
+    bar = {"name": "strip", "shape": "box", "size": {"size": [0.2, 0.04, 0.006]}, "material": "aluminium",
+           "position": [0.0, 0.0, 0.003]}
+    scene = _scene(tmp_path, objects=[bar], acceleration_noise="proxy")
+    with caplog.at_level("WARNING", logger="impactsound"):
+        res = render_scene(scene, events=_drop(scene, ("strip",)))
+    o = res.info["objects"]["strip"]
+    assert o["acceleration_noise"] == "proxy" and o["entry_axes_m"][2] >= 0.05 and "thinner" in o["note"]
+    assert any("strip" in r.message and "thinner" in r.message for r in caplog.records)
+    assert np.abs(res.stems["acceleration_noise"]["strip"]).max() > 0

@@ -330,3 +330,28 @@ def test_folded_entry_equals_the_full_sphere_solve_and_is_smaller(tmp_path, buil
     assert 3.5 < file_ratio < 8.0, file_ratio
     with pytest.raises(InputError, match="octant"):
         bank._store([whole])                                     # a full-sphere entry is not stored as folded
+
+
+def test_entries_thinner_than_a_cell_are_refused_not_crashed(tmp_path):
+    """The tiny grid (dx 5 cm) cannot hold the entries with C' = 0.025 m (the solver needs a cell inside): they
+    are named in a clear error before any work, the default build skips them, the standard preset keeps them."""
+    from impactsound.errors import InputError
+    from impactsound.sources.pan.proxy import bank_entries
+    thin = [i for i, (_, c) in enumerate(bank_entries()) if c < 0.05]
+    assert thin == [0, 1, 3, 6, 10, 15, 21, 28, 36, 45, 55]
+    bank = sb.Soundbank(tmp_path / "b.h5", preset="tiny")
+    assert set(bank.missing) == set(range(66)) - set(thin)
+    with pytest.raises(InputError, match=r"entries \[45\].*thinner than one cell of the tiny preset.*standard"):
+        bank.entry(45)
+    with pytest.raises(InputError, match=r"entries \[0, 1\]"):
+        bank.build([0, 1, 2])
+    assert not bank.path.exists()
+    assert all(sb.PRESETS["standard"].resolves(i) for i in range(66))
+
+
+def test_nearest_entry_among_the_resolved_ones():
+    from impactsound.sources.pan.proxy import Proxy, nearest_entry
+    pr = Proxy(np.array([0.1, 0.03, 0.004]), np.eye(3), np.zeros(3), 1.0)    # C/A 0.04 -> C' = 0.025
+    i, (b, c), beta = nearest_entry(pr)
+    j, (b2, c2), beta2 = nearest_entry(pr, min_axis=0.05)
+    assert c == 0.025 and c2 == pytest.approx(0.0725) and b2 == b and beta2 == beta == pytest.approx(0.2)

@@ -248,7 +248,7 @@ def bank_entries() -> np.ndarray:
     return np.array([(v[kb], v[kc]) for kb in range(len(v)) for kc in range(kb + 1)])
 
 
-def nearest_entry(proxy: Proxy) -> tuple[int, tuple[float, float], float]:
+def nearest_entry(proxy: Proxy, min_axis: float = 0.0) -> tuple[int, tuple[float, float], float]:
     """The bank entry that stands for a proxy (sec. 3.3: nearest entry, no interpolation).
 
     Metric: Euclidean distance in the bank plane (B', C') between the entry and the proxy's own
@@ -259,6 +259,8 @@ def nearest_entry(proxy: Proxy) -> tuple[int, tuple[float, float], float]:
     Parameters
     ----------
     proxy : Proxy
+    min_axis : float, optional
+        Only entries with C' >= min_axis [m] (those a bank's grid resolves: :meth:`.soundbank.BankPreset.resolves`).
 
     Returns
     -------
@@ -272,6 +274,7 @@ def nearest_entry(proxy: Proxy) -> tuple[int, tuple[float, float], float]:
     _, Bp, Cp = proxy.bank_axes
     E = bank_entries()
     d2 = (E[:, 0] - Bp) ** 2 + (E[:, 1] - Cp) ** 2
+    d2[E[:, 1] < float(min_axis)] = np.inf
     i = int(np.argmin(d2))
     return i, (float(E[i, 0]), float(E[i, 1])), proxy.beta
 

@@ -173,6 +173,11 @@ class BankPreset:
         """FDTD step = bank sample spacing [s]."""
         return 1.0 / self.rate
 
+    def resolves(self, index: int) -> bool:
+        """Whether the grid resolves entry ``index``: its thinnest semi-axis C' is at least one cell (the solver
+        refuses an object thinner than a cell; tiny: the eleven entries with C' = 0.025 m are out)."""
+        return bool(bank_entries()[_check_index(index), 1] >= self.dx)
+
     def band(self, A: float = BANK_A, c: float = AIR_C) -> dict:
         """What the preset resolves for an object whose proxy has longest semi-axis A [m] (scaling law, sec. 3.1:
         every frequency of the reference entry times 0.5/A).
@@ -719,9 +724,17 @@ class Soundbank:
 
     @property
     def missing(self) -> list[int]:
-        """Entries not yet in the file."""
+        """Entries not yet in the file that its preset resolves (:meth:`BankPreset.resolves`)."""
         have = set(self.present)
-        return [i for i in range(len(bank_entries())) if i not in have]
+        return [i for i in range(len(bank_entries())) if i not in have and self.preset.resolves(i)]
+
+    def _check_resolved(self, indices) -> None:
+        bad = [i for i in indices if not self.preset.resolves(i)]
+        if bad:
+            raise InputError(f"{self.path}: soundbank entries {bad} (C' = {bank_entries()[bad[0], 1]:g} m) are "
+                             f"thinner than one cell of the {self.preset.name} preset's grid (dx = "
+                             f"{self.preset.dx:g} m) and cannot be solved on it; use the standard or paper preset "
+                             "for them")
 
     @property
     def sample_rate(self) -> float:
@@ -827,6 +840,7 @@ class Soundbank:
             e = self._from_arrays(i)
             self._entries[i] = e
             return e
+        self._check_resolved([i])
         if not compute:
             raise AssetError(f"{self.path}: soundbank entry {i} is not built yet; run `impactsound bank build "
                              f"--preset {self.preset.name} --entries {i}`")
@@ -836,13 +850,14 @@ class Soundbank:
         return e
 
     def for_proxy(self, proxy, **kw):
-        """The entry that stands for a fitted proxy (nearest, sec. 3.3) and its scale beta = 2A.
+        """The entry that stands for a fitted proxy (nearest among those the preset resolves, sec. 3.3) and its
+        scale beta = 2A.
 
         Returns
         -------
         (BankEntry, float)
         """
-        i, _, beta = nearest_entry(proxy)
+        i, _, beta = nearest_entry(proxy, min_axis=self.preset.dx)
         return self.entry(i, **kw), beta
 
     # ---- bulk
@@ -874,7 +889,7 @@ class Soundbank:
 
     def build(self, indices=None, *, workers: int | None = 1, scheduler: str | None = None,
               fallback_local: bool = False, progress: Callable[[float], None] | None = None) -> list[int]:
-        """Compute the missing entries among ``indices`` (default: all 66) as independent tasks.
+        """Compute the missing entries among ``indices`` (default: all 66 the preset resolves) as independent tasks.
 
         Each entry is one task (:func:`impactsound.parallel.map_tasks`: in this process, a local pool of
         ``workers`` processes, or on a Dask cluster at ``scheduler``); its fields are checkpointed under
@@ -900,7 +915,8 @@ class Soundbank:
             The entries computed now.
         """
         from ...parallel import map_tasks
-        want = list(range(len(bank_entries()))) if indices is None else [_check_index(i) for i in indices]
+        want = self.missing if indices is None else [_check_index(i) for i in indices]
+        self._check_resolved(want)
         if self.path.exists():
             self._load()
         todo = [i for i in dict.fromkeys(want) if not self.has(i)]

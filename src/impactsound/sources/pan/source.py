@@ -404,7 +404,13 @@ def prepare(scene, progress=QUIET) -> PANPrepared:
             continue
         if bank is None:
             bank = open_bank(scene, opts)
-        idx, (bp, cp), beta = nearest_entry(proxy)
+        idx, (bp, cp), beta = nearest_entry(proxy, min_axis=bank.preset.dx)
+        note = ""
+        if idx != nearest_entry(proxy)[0]:
+            note = (f"its proxy (C/A = {proxy.ratios[1]:.3g}) is thinner than the {bank.preset.name} bank's grid "
+                    f"resolves: the nearest resolved entry {idx} (C' = {cp:g} m) stands in; bank = \"standard\" has "
+                    "the thinner entries")
+            log.warning(f"object {body.name!r}: {note}")
         if idx not in coef:
             if bank.has(idx):
                 entry = bank.entry(idx)
@@ -426,6 +432,8 @@ def prepare(scene, progress=QUIET) -> PANPrepared:
             "entry": int(idx), "entry_axes_m": [0.5, float(bp), float(cp)], "beta": float(beta),
             "proxy_axes_m": [float(a) for a in proxy.semi_axes],
             "band_hz": float(bank.preset.band(beta / 2.0, bank.c)["pulse_band_hz"])}
+        if note:
+            models[body.name]["note"] = note
         progress.message(f"  {body.name}: proxy acceleration noise (ellipsoid {proxy.semi_axes[0] * 1e3:.3g} x "
                          f"{proxy.semi_axes[1] * 1e3:.3g} x {proxy.semi_axes[2] * 1e3:.3g} mm -> bank entry {idx}, "
                          f"beta {beta:.3g}; {why_proxy})")
