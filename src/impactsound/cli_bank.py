@@ -11,6 +11,7 @@ from pathlib import Path
 
 import click
 
+from .constants import BANK_EPS as DEFAULT_EPS
 from .errors import AssetError, InputError
 
 
@@ -75,7 +76,7 @@ def _fmt_time(s: float) -> str:
 @click.option("--preset", type=click.Choice(["tiny", "standard", "paper"]), default="standard", show_default=True,
               help="Grid and rate: tiny (tests, seconds per entry), standard (about an hour on 2 cores), paper "
                    "(500^3 at 96 kHz, for a cluster).")
-@click.option("--eps", type=float, default=0.04, show_default=True,
+@click.option("--eps", type=float, default=DEFAULT_EPS, show_default=True,
               help="Wavelet tolerance in (0, 1): coefficients below eps times each radius' largest are dropped.")
 @click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True,
               help="Local processes, one entry each.")
@@ -118,7 +119,7 @@ def bank_build(ctx, preset, eps, workers, scheduler, fallback_local, entries, ou
 @click.argument("bank_file", required=False, type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--preset", type=click.Choice(["tiny", "standard", "paper"]), default="standard", show_default=True,
               help="Without BANK_FILE: which default bank file.")
-@click.option("--eps", type=float, default=0.04, show_default=True, help="Without BANK_FILE: which default bank file.")
+@click.option("--eps", type=float, default=DEFAULT_EPS, show_default=True, help="Without BANK_FILE: which default bank file.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 def bank_info(bank_file, preset, eps, as_json):
     """Entries present, eps, size and the compression error of each entry (relative L2 of the wavelet form

@@ -213,4 +213,4 @@ def test_the_documented_scene_example_is_valid():
     assert s.sources == ("modal", "acceleration_noise", "ground") and s.seed == 1
     assert s.options["ground"].kernel == "K4" and s.options["ground"].cache is True
     an = s.options["acceleration_noise"]
-    assert (an.model, an.bank, an.bank_eps, an.bank_path) == ("auto", "standard", 0.04, None)
+    assert (an.model, an.bank, an.bank_eps, an.bank_path) == ("auto", "standard", 0.01, None)

@@ -121,7 +121,7 @@ def test_interrupted_entry_resumes_from_its_field_checkpoints(tmp_path, built):
     field's checkpoint is written): the rerun solves only the five other fields, and the entry is the same bits as
     one computed in one go."""
     entry = built[3]
-    bank = sb.Soundbank(tmp_path / "b.h5", preset="tiny")
+    bank = sb.Soundbank(tmp_path / "b.h5", preset="tiny", eps=0.04)
 
     def stop(fraction):
         if 0 < fraction < 1:
@@ -142,7 +142,7 @@ def test_interrupted_entry_resumes_from_its_field_checkpoints(tmp_path, built):
     resumed = bank.entry(INDEX, map_fn=recording)
     assert ran == [1, 2, 3, 4, 5]
     _same_entry(resumed, entry)
-    assert sb.Soundbank(bank.path, preset="tiny").present == [INDEX]
+    assert sb.Soundbank(bank.path, preset="tiny", eps=0.04).present == [INDEX]
 
 
 def test_concurrent_writers_merge_their_entries(tmp_path, built):
@@ -150,12 +150,12 @@ def test_concurrent_writers_merge_their_entries(tmp_path, built):
     and keeps the first's entry."""
     entry = built[3]
     path = tmp_path / "b.h5"
-    a, b = sb.Soundbank(path, preset="tiny"), sb.Soundbank(path, preset="tiny")
+    a, b = sb.Soundbank(path, preset="tiny", eps=0.04), sb.Soundbank(path, preset="tiny", eps=0.04)
     other = copy.copy(entry)
     other.index = 41
     a._store([entry])
     b._store([other])
-    assert sb.Soundbank(path, preset="tiny").present == [40, 41]
+    assert sb.Soundbank(path, preset="tiny", eps=0.04).present == [40, 41]
 
 
 def test_other_settings_are_refused_naming_the_file(tmp_path, built):
@@ -178,7 +178,7 @@ def test_other_settings_are_refused_naming_the_file(tmp_path, built):
     a.kind_version = 1
     write_asset(path, a)
     with pytest.raises(AssetError, match=r"version 1 \(wanted 2\)") as e:
-        sb.Soundbank(path, preset="tiny")
+        sb.Soundbank(path, preset="tiny", eps=0.04)
     assert str(path) in str(e.value)
     with pytest.raises(AssetError, match="version"):
         sb.Soundbank.open(path)
@@ -190,10 +190,10 @@ def test_corrupted_file_is_detected(tmp_path, built):
     with h5py.File(path, "r+") as f:
         f[f"e{INDEX}_f0_values"][0, 0] += 1.0
     with pytest.raises(AssetError, match="corrupted"):
-        sb.Soundbank(path, preset="tiny")
+        sb.Soundbank(path, preset="tiny", eps=0.04)
     path.write_bytes(b"not a bank")
     with pytest.raises(AssetError, match="not a readable"):
-        sb.Soundbank(path, preset="tiny")
+        sb.Soundbank(path, preset="tiny", eps=0.04)
 
 
 @pytest.mark.parametrize("eps", [0.0, 1.0, -0.1, 1.5, float("nan"), "x"])
@@ -237,7 +237,7 @@ def test_cli_build_and_info(tmp_path, built):
     res = runner.invoke(bank_info, [str(out), "--json"])
     assert res.exit_code == 0, res.output + repr(res.exception)
     info = json.loads(res.output)
-    assert info["entries_present"] == [65] and info["eps"] == 0.04 and info["preset"] == "tiny"
+    assert info["entries_present"] == [65] and info["eps"] == 0.01 and info["preset"] == "tiny"   # the default
     assert info["size_mb"] > 0 and 0 < info["entries"][0]["error"] < 0.1
     res = runner.invoke(bank_build, ["--preset", "tiny", "--entries", "65", "--out", str(out)])
     assert res.exit_code == 0 and "to build: 0 of 66" in res.output         # nothing left: nothing solved

@@ -67,7 +67,7 @@ from typing import Callable
 import numpy as np
 
 from ...assets import Asset, cache_dir, content_hash, read_asset, write_asset
-from ...constants import AIR_C, AIR_RHO
+from ...constants import AIR_C, AIR_RHO, BANK_EPS
 from ...errors import AssetError, InputError, SolverError
 from ...wave.fdtd import COURANT_LIMIT, DEFAULT_NPML, solver_bytes
 from .field import N_RADII, N_TERMS, direction_vectors, shell_radii
@@ -82,15 +82,18 @@ BANK_KIND = "pan_soundbank"
 #: layout and numerics of the bank: bump when either changes (old files are then refused with a message).
 #: 2: only the positive octant of directions is stored (sec. 4.3); 1 stored the full sphere
 BANK_VERSION = 2
+#: default wavelet tolerance (constants.BANK_EPS: why 0.01)
+DEFAULT_EPS = BANK_EPS
 N_FIELDS = 6
 #: cap of the adaptive run length beyond the least one, in R_b / c (module docstring)
 CAP_RB_TIMES = 10.0
 #: FDTD throughput assumed by the time estimate [cell updates per second] of one process, measured on the 2-core
 #: bench machine (standard preset, entry 0: 9.5e8; tiny: 8e8)
 CELL_UPDATES_PER_S = 9e8
-#: kept fraction of wavelet coefficients assumed by the size estimate before anything is built (measured on the
-#: tiny and standard presets at eps 0.04: 2-6 %; the estimate uses the bank's own mean once it has entries)
-KEEP_FRACTION = 0.05
+#: kept fraction of wavelet coefficients assumed by the size estimate before anything is built (measured on
+#: tiny entry 40: 4-8 % per field at eps 0.04, 6-11 % at 0.01; the estimate uses the bank's own mean once it has
+#: entries)
+KEEP_FRACTION = 0.08
 
 
 @functools.lru_cache(maxsize=16)
@@ -581,7 +584,7 @@ def compress_entry(job: EntryJob, series, eps: float, seconds: float = 0.0) -> B
                      n_phi=grid[1])
 
 
-def solve_entry(index: int, preset="standard", c: float = AIR_C, rho: float = AIR_RHO, eps: float = 0.04, *,
+def solve_entry(index: int, preset="standard", c: float = AIR_C, rho: float = AIR_RHO, eps: float = DEFAULT_EPS, *,
                 checkpoint_dir=None, progress=None, map_fn=None) -> BankEntry:
     """Solve and compress one entry: :func:`plan_entry`, :func:`entry_series`, :func:`compress_entry`.
 
@@ -625,7 +628,7 @@ def _identity(preset: BankPreset, c: float, rho: float, eps: float) -> dict:
             "n_terms": N_TERMS, "n_radii": N_RADII}
 
 
-def default_path(preset="standard", eps: float = 0.04) -> Path:
+def default_path(preset="standard", eps: float = DEFAULT_EPS) -> Path:
     """Default bank file in the cache folder: ``soundbank_<preset>_eps<eps>_v<version>.h5``."""
     return cache_dir() / f"soundbank_{get_preset(preset).name}_eps{check_eps(eps):g}_v{BANK_VERSION}.h5"
 
@@ -676,7 +679,7 @@ class Soundbank:
     c, rho : float, optional
         Air [m/s], [kg/m^3].
     eps : float, optional
-        Wavelet tolerance in (0, 1) (0.04: the paper's largest without audible change).
+        Wavelet tolerance in (0, 1) (default :data:`DEFAULT_EPS`).
 
     Raises
     ------
@@ -686,7 +689,8 @@ class Soundbank:
         When the file exists but is corrupted, not a bank, or was built with other settings (naming what differs).
     """
 
-    def __init__(self, path=None, preset="standard", c: float = AIR_C, rho: float = AIR_RHO, eps: float = 0.04):
+    def __init__(self, path=None, preset="standard", c: float = AIR_C, rho: float = AIR_RHO,
+                 eps: float = DEFAULT_EPS):
         self.eps = check_eps(eps)
         self.preset = get_preset(preset)
         self.c, self.rho = float(c), float(rho)
@@ -970,5 +974,5 @@ class Soundbank:
         name = ident.get("preset")
         if name not in PRESETS:
             raise AssetError(f"{path}: soundbank preset {name!r} is unknown to this version; rebuild it")
-        return cls(path, name, ident.get("c", AIR_C), ident.get("rho", AIR_RHO), ident.get("eps", 0.04))
+        return cls(path, name, ident.get("c", AIR_C), ident.get("rho", AIR_RHO), ident.get("eps", DEFAULT_EPS))
 

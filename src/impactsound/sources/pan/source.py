@@ -18,7 +18,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from ...constants import V_MIN
+from ...constants import BANK_EPS, V_MIN
 from ...contact.stage import BodyContacts, ContactStage, contact_stage
 from ...dynamics.events import EventLog
 from ...errors import InputError
@@ -291,7 +291,7 @@ class PANOptions(BaseModel):
     bank: Literal["standard", "tiny", "paper"] = Field(
         default="standard", description="soundbank preset for proxies (missing entries are solved on demand, "
         "standard ~1 min each on 2 cores; tiny: seconds, low band: objects under ~2 cm)")
-    bank_eps: float = Field(default=0.04, gt=0, lt=1, description="wavelet tolerance of the soundbank")
+    bank_eps: float = Field(default=BANK_EPS, gt=0, lt=1, description="wavelet tolerance of the soundbank (0.01 keeps the\n                            rotation noise of long contacts within a few %; 0.04 loses 20 % or more of it)")
     bank_path: str | None = Field(default=None, description="soundbank file (default: in the cache folder), "
                                   "relative to the scene file")
 
