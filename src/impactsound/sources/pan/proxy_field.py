@@ -56,7 +56,8 @@ def entry_coefficients(entry) -> tuple[np.ndarray, float, float]:
     Returns
     -------
     q : ndarray, shape (6, n_theta, n_phi, N, T)
-        Coefficients q_k^j [Pa m^k per unit acceleration], bank space, float32.
+        Coefficients q_k^j [Pa m^k per unit acceleration], bank space, float32; T covers the longest field
+        (fields that ran shorter are zero beyond their end).
     tau0 : float
         Retarded time of coefficient 0 from the pulse centre [s] (bank time).
     dt : float
@@ -70,26 +71,33 @@ def entry_coefficients(entry) -> tuple[np.ndarray, float, float]:
     if not getattr(entry, "folded", False):
         raise InputError(f"soundbank entry {entry.index}: a proxy field needs a folded entry (its grid is known)")
     wf0 = entry.fields[0]
-    T, N = int(wf0.n_coef), int(wf0.n_terms)
+    N, dt, tau0 = int(wf0.n_terms), float(wf0.dt), float(wf0.tau0)
+    for f, wf in enumerate(entry.fields):
+        if wf.n_terms != N or wf.dt != dt or wf.tau0 != tau0:
+            raise InputError(f"soundbank entry {entry.index}: field {f} has another time grid than field 0")
+    # fields may have run different lengths (each to its own decay): their periods T_f differ, and so does the
+    # part rolled before the start (T_f / 8); put them on one grid starting at the earliest rolled sample
+    pres = [int(wf.n_coef) // 8 for wf in entry.fields]
+    lead = max(pres)
+    T = max(lead - p + int(wf.n_coef) for p, wf in zip(pres, entry.fields))
     n_full = entry.n_directions
     rows, signs = entry.unfold(np.arange(n_full))
-    pre = T // 8
-    out = np.empty((N_FIELDS, n_full, N, T), np.float32)
+    out = np.zeros((N_FIELDS, n_full, N, T), np.float32)
     # tridiagonal (1/9, 7/9, 1/9) in banded storage: psi at the sample spacing
     ab = np.empty((3, T))
     ab[0], ab[1], ab[2] = 1.0 / 9.0, 7.0 / 9.0, 1.0 / 9.0
-    for f, wf in enumerate(entry.fields):
-        if wf.n_coef != T or wf.n_terms != N or wf.dt != wf0.dt or wf.tau0 != wf0.tau0:
-            raise InputError(f"soundbank entry {entry.index}: field {f} has another time grid than field 0")
-        dense = np.zeros((wf.n_dir, N, T))
+    for f, (wf, pre) in enumerate(zip(entry.fields, pres)):
+        Tf = int(wf.n_coef)
+        dense = np.zeros((wf.n_dir, N, Tf))
         for d in range(wf.n_dir):
             a, b = wf.indptr[d], wf.indptr[d + 1]
             dense[d][:, wf.index[a:b]] = wf.values[a:b].T
-        s = np.roll(waverec_flat(dense, wf.wavelet), pre, axis=-1)          # (n_dir, N, T) samples
+        s = np.zeros((wf.n_dir, N, T))
+        o = lead - pre
+        s[..., o:o + Tf] = np.roll(waverec_flat(dense, wf.wavelet), pre, axis=-1)   # samples
         c = scipy.linalg.solve_banded((1, 1), ab, s.reshape(-1, T).T, check_finite=False).T
-        c = c.reshape(wf.n_dir, N, T)
-        out[f] = c[rows] * signs[:, f, None, None]
-    return out.reshape(N_FIELDS, entry.n_theta, entry.n_phi, N, T), float(wf0.tau0 - pre * wf0.dt), float(wf0.dt)
+        out[f] = c.reshape(wf.n_dir, N, T)[rows] * signs[:, f, None, None]
+    return out.reshape(N_FIELDS, entry.n_theta, entry.n_phi, N, T), tau0 - lead * dt, dt
 
 
 def proxy_pan_field(coefficients, beta: float, *, h_ref: float, c: float, rho: float, R_b_ref: float,
