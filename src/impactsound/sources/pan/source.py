@@ -291,7 +291,8 @@ class PANOptions(BaseModel):
     bank: Literal["standard", "tiny", "paper"] = Field(
         default="standard", description="soundbank preset for proxies (missing entries are solved on demand, "
         "standard ~1 min each on 2 cores; tiny: seconds, low band: objects under ~2 cm)")
-    bank_eps: float = Field(default=BANK_EPS, gt=0, lt=1, description="wavelet tolerance of the soundbank (0.01 keeps the\n                            rotation noise of long contacts within a few %; 0.04 loses 20 % or more of it)")
+    bank_eps: float = Field(default=BANK_EPS, gt=0, lt=1, description="wavelet tolerance of the soundbank (0.01 "
+                            "keeps the rotation noise of long contacts within a few %; 0.04 loses 20 % or more)")
     bank_path: str | None = Field(default=None, description="soundbank file (default: in the cache folder), "
                                   "relative to the scene file")
 
