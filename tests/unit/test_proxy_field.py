@@ -2,7 +2,7 @@
 axes (PANSource frames): Chadwick, Zheng & James 2012, "Faster Acceleration Noise for Multibody Animations using
 Precomputed Soundbanks", sec. 3.1 (scaling law) and 3.3 (proxy axes).
 
-One tiny-preset entry (entry 40, 12 kHz, 6 x 12 directions, about 2 s to solve).
+One tiny-preset entry (entry 40, 12 kHz, 6 x 12 directions, eps 0.01 (the default), about 2 s to solve).
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from impactsound.sources.pan.synth import PANTable, synthesize_pan
 
 @pytest.fixture(scope="module")
 def bank(tmp_path_factory):
-    return sb.Soundbank(tmp_path_factory.mktemp("bank") / "bank.h5", preset="tiny", eps=0.04)
+    return sb.Soundbank(tmp_path_factory.mktemp("bank") / "bank.h5", preset="tiny", eps=0.01)
 
 
 @pytest.fixture(scope="module")
@@ -119,20 +119,21 @@ def test_proxy_fields_build_on_access(bank, entry):
 
 
 def test_table_of_needed_directions_matches_the_full_table(bank, entry):
-    """PANTable.from_field(needed=...) builds only the rows a render reads: those rows (grid rows and pole rows)
-    equal the full table's; the others are zero but for the two grid rows next to a needed pole."""
+    """PANTable.from_field(needed=...) builds only the cells a render reads, in a compact table: each of them
+    (grid cells and pole cells) equals the full table's; reading a cell that was not built is an error."""
     fld = _field(bank, entry, 0.07)
     full = PANTable.from_field(fld, 48000.0, trim_rel=0.0)
     needed = np.zeros((fld.n_theta + 2, fld.n_phi), bool)
     needed[0, 3] = needed[2, 5:7] = needed[fld.n_theta + 1, 0] = True
     part = PANTable.from_field(fld, 48000.0, trim_rel=0.0, needed=needed)
-    assert part.table.shape == full.table.shape and part.tau_f0 == full.tau_f0
+    assert part.tau_f0 == full.tau_f0 and part.grid == full.grid == (fld.n_theta, fld.n_phi)
+    assert part.table.shape == (4, 1) + full.table.shape[2:]                 # one row per needed cell
     scale = np.abs(full.table).max()
-    assert np.abs(part.table[needed] - full.table[needed]).max() < 1e-12 * scale
-    filled = needed.copy()
-    filled[:3] = filled[fld.n_theta - 1:] = True        # whole pole rows, and the rows they are made of
-    assert not part.table[~filled].any()
+    r, c = np.nonzero(needed)
+    assert np.abs(part.table[part.cells[r, c], 0] - full.table[r, c]).max() < 1e-12 * scale
     assert np.abs(full.table[needed]).max() > 0.01 * scale
+    with pytest.raises(Exception, match="not built"):
+        part.read(np.array([[1]]), np.array([[0]]))
 
 
 @pytest.mark.parametrize("beta", [0.1, 0.4])
@@ -144,7 +145,9 @@ def test_render_route_matches_the_papers_fixed_listener_synthesis(bank, entry, b
     They share only the entry: the low-passes differ (Kaiser-windowed sinc at 0.45 f_s vs the db5 half-band
     cut + resample_poly), so the comparison is at 16 kHz for contacts of 1 ms, whose content is far below
     either cut; the angle interpolation differs too (the renderer's pole caps vs the paper route's held rows),
-    hence a direction away from the poles. Measured 1.1 % (beta 0.1), 0.12 % (beta 0.4); bound 2 %."""
+    hence a direction away from the poles; and the proxy field drops the compression noise past the end of the
+    record, which the paper route keeps (about eps there). Measured 0.44 % (beta 0.1), 0.41 % (beta 0.4) at eps
+    0.01 (3.5 % at beta 0.1 with eps 0.04: that noise); bound 1.5 %."""
     from impactsound.sources.pan.proxy import Proxy
     from impactsound.sources.pan.proxy_synth import synthesize_proxy
     from impactsound.sources.pan.pulse import contact_weights
@@ -169,4 +172,4 @@ def test_render_route_matches_the_papers_fixed_listener_synthesis(bank, entry, b
     ap = (amp[:, None, :] * c[None, :, None]).reshape(-1, 6)
     yr = synthesize_proxy(entry, pr, tp, ap, L_body, fs, n_out, beta)
     assert np.linalg.norm(yr) > 0
-    assert np.linalg.norm(y - yr) / np.linalg.norm(yr) < 0.02
+    assert np.linalg.norm(y - yr) / np.linalg.norm(yr) < 0.015

@@ -28,7 +28,9 @@ as :func:`.wavelet.reconstruct` does). A PANField expands a term in the pulse ps
 (eq. 17; :mod:`.pulse`): q(tau) = sum_j q^j psi(tau - tau0 - j dt; dt). psi(0) = 7/9 and psi(+-dt) = 1/9, so the
 coefficients that make the expansion pass through the samples solve the tridiagonal system
 (1/9) q^{j-1} + (7/9) q^j + (1/9) q^{j+1} = s_j (strictly diagonally dominant; solved for all series at once).
-Between samples the expansion is a C^1 cubic interpolant of the band-limited series.
+Between samples the expansion is a C^1 cubic interpolant of the band-limited series. Samples past the end of
+the record (the zero padding of the compression) are set back to zero: the threshold leaves noise of about eps
+there, which would only lengthen every table.
 """
 from __future__ import annotations
 
@@ -95,6 +97,10 @@ def entry_coefficients(entry) -> tuple[np.ndarray, float, float]:
         s = np.zeros((wf.n_dir, N, T))
         o = lead - pre
         s[..., o:o + Tf] = np.roll(waverec_flat(dense, wf.wavelet), pre, axis=-1)   # samples
+        # beyond the record (aligned sample n_samples on) the series was zero padding before compression: what the
+        # threshold left there is compression noise, not field; dropping it shortens every table (the render's
+        # cost is proportional to the field's length)
+        s[..., lead + int(wf.n_samples):] = 0.0
         c = scipy.linalg.solve_banded((1, 1), ab, s.reshape(-1, T).T, check_finite=False).T
         out[f] = c.reshape(wf.n_dir, N, T)[rows] * signs[:, f, None, None]
     return out.reshape(N_FIELDS, entry.n_theta, entry.n_phi, N, T), tau0 - lead * dt, dt

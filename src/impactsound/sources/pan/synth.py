@@ -59,7 +59,7 @@ from numba import njit
 from ...errors import InputError
 from ..modal_kernel import default_threads
 from .field import N_FIELDS, PANField, angle_weights, with_poles
-from .pulse import FIRST_PULSE, contact_weight_table, psi
+from .pulse import FIRST_PULSE, contact_weight_table, psi_unit
 
 #: impulses per work item (fixed: results do not depend on the thread count)
 CHUNK = 2048
@@ -74,7 +74,7 @@ class PANTable:
 
     Attributes
     ----------
-    table : ndarray, shape (n_theta + 2, n_phi, 6, N, n_f)
+    table : ndarray, shape (n_theta + 2, n_phi, 6, N, n_f), or (n_cells, 1, 6, N, n_f) with ``cells``
         float64 [Pa m^n per unit acceleration], rows padded with the poles (field.with_poles).
     dt_f : float
         Table spacing 1/(oversample f_s) [s].
@@ -92,6 +92,9 @@ class PANTable:
         Output rate f_s [Hz].
     oversample : int
         U.
+    cells : ndarray of int64, shape (n_theta + 2, n_phi), optional
+        A table of some directions only (PANTable.from_field ``needed``): the row of ``table`` that holds each
+        cell of the pole-padded grid (-1: not built).
     """
 
     table: np.ndarray
@@ -103,6 +106,29 @@ class PANTable:
     R_b: float
     sample_rate: float
     oversample: int
+    cells: np.ndarray | None = None
+
+    @property
+    def grid(self) -> tuple[int, int]:
+        """(n_theta, n_phi) of the direction grid (without the pole rows)."""
+        g = self.table.shape if self.cells is None else self.cells.shape
+        return int(g[0]) - 2, int(g[1])
+
+    def read(self, it, ip):
+        """The table rows of pole-padded grid cells (it, ip): (table, it', ip') to index ``table`` with.
+
+        Raises
+        ------
+        InputError
+            When a cell was not built (a table of other directions).
+        """
+        if self.cells is None:
+            return self.table, it, ip
+        rows = self.cells[it, ip]
+        if np.any(rows < 0):
+            raise InputError("PAN table: a direction was read that the table was not built for "
+                             "(PANTable.from_field needed=...)")
+        return self.table, rows.astype(it.dtype), np.zeros_like(ip)
 
     @classmethod
     def from_field(cls, fld: PANField, sample_rate: float, *, oversample: int = 4, cutoff: float = 0.45,
@@ -127,9 +153,9 @@ class PANTable:
         trim_rel : float, optional
             Leading/trailing table samples below trim_rel x the table's peak are cut (speed; -140 dB by default).
         needed : array_like of bool, shape (n_theta + 2, n_phi), optional
-            Rows of the pole-padded grid (field.angle_weights' ``it``, ``ip``) that will be read; the others are
-            left zero (a proxy's table serves one render: building only the directions its impulses see is what
-            makes hundreds of objects cheap). Default: all.
+            Cells of the pole-padded grid (field.angle_weights' ``it``, ``ip``) that will be read: only they are
+            built, in a compact table (``cells``; a proxy's table serves one render: building only the directions
+            its impulses see is what makes hundreds of objects cheap). Default: all.
 
         Returns
         -------
@@ -150,35 +176,21 @@ class PANTable:
         Tw = half_width / fs
         dq = fld.dt_q
         g0, dg, gv, gain = _lowpass(fs, float(cutoff), int(half_width), float(beta))
-        gx, gw = np.polynomial.legendre.leggauss(8)
-
-        def kappa(t):                                          # (psi(.; dq) * g)(t) / gain, Gauss quadrature
-            out = np.zeros_like(t)
-            for lo in (-2.0, -1.0, 0.0, 1.0):                  # psi's four cubic pieces
-                s = (lo + 0.5 + 0.5 * gx) * dq                 # nodes on [lo, lo + 1] dq
-                gs = _read_linear(t[..., None] - s, g0, dg, gv)
-                out += (gs * (0.5 * dq * gw * psi(s, dq))).sum(-1)
-            return out / gain
-
         n_coef = fld.n_coef
         tau_f0 = fld.tau0 - 2.0 * dq - Tw
         n_f = int(np.ceil(((n_coef + 3) * dq + 2.0 * Tw) / dt_f)) + 1
-        tm = tau_f0 + dt_f * np.arange(n_f)
-        # Kmat[m, j] = kappa(tm - tau0 - j dq), nonzero only for |.| < Tw + 2 dq: evaluate that band only
-        W = int(np.ceil(2.0 * (Tw + 2.0 * dq) / dq)) + 2
-        jlo = np.floor((tm - fld.tau0 - Tw - 2.0 * dq) / dq).astype(np.int64)
-        jj = jlo[:, None] + np.arange(W)[None, :]
-        ok = (jj >= 0) & (jj < n_coef)
-        mm = np.broadcast_to(np.arange(n_f)[:, None], jj.shape)
-        # kappa tabulated once on a fine grid (spacing dt_f / KAPPA_FINE) and read with Catmull-Rom cubics: its
-        # cost no longer grows with the band of entries (n_f x W quadratures), which matters for small proxies
+        # Kmat[m, j] = kappa(tau_f0 + m dt_f - tau0 - j dq) with kappa = (psi(.; dq) * g) / gain, nonzero only for
+        # |.| < Tw + 2 dq. kappa is tabulated once on a fine grid (spacing dt_f / KAPPA_FINE; Gauss-Legendre over
+        # psi's four cubic pieces, g read linearly from its cached fine table) and read with Catmull-Rom cubics:
+        # the cost no longer grows with the band of entries (n_f x W quadratures), which matters for small proxies
         # (dq << dt_f). kappa is band-limited below 0.45 f_s, so the cubic reading errs by about
         # (2 pi 0.45 f_s delta)^4 / 16 < 1e-6 of its peak.
         span = Tw + 2.0 * dq
         delta = dt_f / KAPPA_FINE
-        tg = -span - delta + delta * np.arange(int(np.ceil(2.0 * span / delta)) + 4)
-        vals = _read_cubic(tm[mm[ok]] - fld.tau0 - dq * jj[ok], float(tg[0]), delta, kappa(tg))
-        Kmat = scipy.sparse.csr_matrix((vals, (mm[ok], jj[ok])), shape=(n_f, n_coef))
+        n_g = int(np.ceil(2.0 * span / delta)) + 4
+        kap = _kappa_table(-span - delta, delta, n_g, dq, g0, dg, gv, gain, _GL_X, _GL_W)
+        indptr, indices, vals = _band_csr(n_f, -2.0 * dq - Tw, dt_f, dq, n_coef, span, -span - delta, delta, kap)
+        Kmat = scipy.sparse.csr_matrix((vals, indices, indptr), shape=(n_f, n_coef))
         nth, nph = fld.n_theta, fld.n_phi
         if needed is None:
             q = fld.q.astype(np.float64).reshape(-1, n_coef)   # (6 nth nph N, n_coef)
@@ -186,13 +198,71 @@ class PANTable:
             tab = np.ascontiguousarray(with_poles(np.moveaxis(tab, 0, 2)))   # (nth + 2, nph, 6, N, n_f)
             env = np.abs(tab).reshape(-1, n_f).max(axis=0)
         else:
-            tab, m0 = _needed_table(fld, Kmat, np.asarray(needed, bool), n_f, trim_rel)
+            tab, m0, cells = _needed_table(fld, Kmat, np.asarray(needed, bool), n_f, trim_rel)
             return cls(table=tab, dt_f=dt_f, tau_f0=tau_f0 + m0 * dt_f, h=fld.h, c=fld.c, rho=fld.rho,
-                       R_b=fld.R_b, sample_rate=fs, oversample=U)
+                       R_b=fld.R_b, sample_rate=fs, oversample=U, cells=cells)
         keep = np.flatnonzero(env > trim_rel * env.max()) if env.max() > 0 else np.array([0])
         m0, m1 = int(keep[0]), int(keep[-1]) + 1
         return cls(table=np.ascontiguousarray(tab[..., m0:m1]), dt_f=dt_f, tau_f0=tau_f0 + m0 * dt_f, h=fld.h,
                    c=fld.c, rho=fld.rho, R_b=fld.R_b, sample_rate=fs, oversample=U)
+
+
+#: Gauss-Legendre nodes and weights (8 per cubic piece of psi) of the filtered pulse
+_GL_X, _GL_W = np.polynomial.legendre.leggauss(8)
+
+
+@njit(cache=True, nogil=True)
+def _kappa_table(t0, delta, n, dq, g0, dg, gv, gain, gx, gw):
+    """kappa(t0 + i delta) = (psi(.; dq) * g)(t) / gain, i < n: Gauss-Legendre over psi's four cubic pieces, g
+    read linearly from its fine table (g0, dg, gv), zero outside it."""
+    out = np.zeros(n)
+    ng = gv.shape[0]
+    for i in range(n):
+        t = t0 + i * delta
+        acc = 0.0
+        for piece in range(4):
+            lo = piece - 2.0
+            for k in range(gx.shape[0]):
+                u = lo + 0.5 + 0.5 * gx[k]                     # node in units of dq
+                x = (t - u * dq - g0) / dg
+                ix = int(np.floor(x))
+                if ix < 0 or ix >= ng - 1:
+                    continue
+                f = x - ix
+                acc += (gv[ix] * (1.0 - f) + gv[ix + 1] * f) * 0.5 * dq * gw[k] * psi_unit(u)
+        out[i] = acc / gain
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _band_csr(n_f, t_rel0, dt_f, dq, n_coef, span, k0, kdelta, kap):
+    """CSR arrays of Kmat[m, j] = kappa(t_rel0 + m dt_f - j dq) (kappa tabulated at k0 + i kdelta, read with
+    Catmull-Rom cubics, zero outside |.| < span)."""
+    W = int(np.ceil(2.0 * span / dq)) + 2
+    indptr = np.zeros(n_f + 1, np.int64)
+    indices = np.empty(n_f * W, np.int64)
+    data = np.empty(n_f * W)
+    nk = kap.shape[0]
+    nnz = 0
+    for m in range(n_f):
+        tm = t_rel0 + m * dt_f
+        jlo = int(np.floor((tm - span) / dq))
+        for w in range(W):
+            j = jlo + w
+            if j < 0 or j >= n_coef:
+                continue
+            x = (tm - j * dq - k0) / kdelta
+            i = int(np.floor(x))
+            if i < 1 or i >= nk - 2:
+                continue
+            f = x - i
+            p0, p1, p2, p3 = kap[i - 1], kap[i], kap[i + 1], kap[i + 2]
+            indices[nnz] = j
+            data[nnz] = p1 + 0.5 * f * (p2 - p0 + f * (2.0 * p0 - 5.0 * p1 + 4.0 * p2 - p3
+                                                       + f * (3.0 * (p1 - p2) + p3 - p0)))
+            nnz += 1
+        indptr[m + 1] = nnz
+    return indptr, indices[:nnz], data[:nnz]
 
 
 @functools.lru_cache(maxsize=16)
@@ -215,56 +285,43 @@ def _lowpass(fs: float, cutoff: float, half_width: int, beta: float):
     return -n * dg, dg, g(dg * np.arange(-n, n + 1)), gain
 
 
-def _read_linear(x, x0: float, dx: float, v: np.ndarray) -> np.ndarray:
-    """Linear interpolation of samples v at x0 + i dx, zero outside."""
-    u = (np.asarray(x) - x0) / dx
-    i = np.floor(u).astype(np.int64)
-    f = u - i
-    ok = (i >= 0) & (i < len(v) - 1)
-    i = np.where(ok, i, 0)
-    return np.where(ok, v[i] * (1.0 - f) + v[i + 1] * f, 0.0)
-
-
-def _read_cubic(x, x0: float, dx: float, v: np.ndarray) -> np.ndarray:
-    """Catmull-Rom interpolation of samples v at x0 + i dx, zero outside (v must be zero at its two ends)."""
-    u = (np.asarray(x) - x0) / dx
-    i = np.floor(u).astype(np.int64)
-    f = u - i
-    ok = (i >= 1) & (i < len(v) - 2)
-    i = np.where(ok, i, 1)
-    p0, p1, p2, p3 = v[i - 1], v[i], v[i + 1], v[i + 2]
-    y = p1 + 0.5 * f * (p2 - p0 + f * (2.0 * p0 - 5.0 * p1 + 4.0 * p2 - p3 + f * (3.0 * (p1 - p2) + p3 - p0)))
-    return np.where(ok, y, 0.0)
-
-
 def _needed_table(fld: PANField, Kmat, needed: np.ndarray, n_f: int, trim_rel: float):
-    """The pole-padded table at the rows ``needed`` only (zeros elsewhere), trimmed in time like the full one
-    (samples below trim_rel x the peak of the rows computed): (table, first kept sample)."""
+    """The table of the cells ``needed`` of the pole-padded grid only, compact (one row per needed cell), trimmed
+    in time like the full one (samples below trim_rel x the peak of the rows computed): (table (n_cells, 1, 6, N,
+    n_t), first kept sample, cells (n_theta + 2, n_phi) -> row or -1)."""
     nth, nph, N = fld.n_theta, fld.n_phi, fld.n_terms
     if needed.shape != (nth + 2, nph):
         raise InputError(f"PAN table: needed must have shape {(nth + 2, nph)}, got {needed.shape}")
-    grid = needed[1:nth + 1].copy()                            # grid rows read directly
-    if needed[0].any():                                        # a pole row needs the two rows next to it
+    grid = needed[1:nth + 1].copy()                            # grid cells read directly
+    if needed[0].any():                                        # a pole needs the two rows next to it (with_poles)
         grid[:min(2, nth)] = True
     if needed[nth + 1].any():
         grid[max(nth - 2, 0):] = True
     a, b = np.nonzero(grid)
+    r, c = np.nonzero(needed)
+    cells = np.full((nth + 2, nph), -1, np.int64)
+    cells[r, c] = np.arange(len(r))
     if len(a) == 0:
-        return np.zeros((nth + 2, nph, N_FIELDS, N, 1)), 0
+        return np.zeros((max(len(r), 1), 1, N_FIELDS, N, 1)), 0, cells
     q = np.moveaxis(fld.q[:, a, b], 0, 1).astype(np.float64).reshape(-1, fld.n_coef)   # (n_dir 6 N, n_coef)
     sub = (Kmat @ q.T).T
     env = np.abs(sub).max(axis=0)
     keep = np.flatnonzero(env > trim_rel * env.max()) if env.max() > 0 else np.array([0])
     m0, m1 = int(keep[0]), int(keep[-1]) + 1
-    tab = np.zeros((nth + 2, nph, N_FIELDS, N, m1 - m0))
-    tab[a + 1, b] = sub[:, m0:m1].reshape(len(a), N_FIELDS, N, m1 - m0)
+    sub = sub[:, m0:m1].reshape(len(a), N_FIELDS, N, m1 - m0)
+    row = np.full((nth, nph), -1, np.int64)
+    row[a, b] = np.arange(len(a))
+    tab = np.empty((len(r), 1, N_FIELDS, N, m1 - m0))
+    inner = (r >= 1) & (r <= nth)
+    tab[inner, 0] = sub[row[r[inner] - 1, c[inner]]]
     th0 = 0.5 * np.pi / nth
     for pole, first, second in ((0, 0, 1), (nth + 1, nth - 1, nth - 2)):
-        if needed[pole].any():                                 # as field.with_poles
-            m_0 = tab[first + 1].mean(axis=0)
-            pv = m_0 - (tab[second + 1].mean(axis=0) - m_0) * th0**2 / ((3 * th0) ** 2 - th0**2) if nth >= 2 else m_0
-            tab[pole] = pv[None]
-    return tab, m0
+        at = r == pole
+        if at.any():                                           # as field.with_poles
+            m_0 = sub[row[first]].mean(axis=0)
+            pv = m_0 - (sub[row[second]].mean(axis=0) - m_0) * th0**2 / ((3 * th0) ** 2 - th0**2) if nth >= 2 else m_0
+            tab[at, 0] = pv
+    return tab, m0, cells
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -392,8 +449,8 @@ def synthesize_pan(table: PANTable, t0, tau, amp, listeners_body, n_samples: int
     out = np.zeros((L, n_samples))
     if E == 0 or L == 0 or n_samples == 0:
         return out
-    tab = table.table
-    R, it, ip, w = angle_weights(xl, tab.shape[0] - 2, tab.shape[1])       # the table has the pole rows
+    R, it, ip, w = angle_weights(xl, *table.grid)                          # the table has the pole rows
+    tab, it, ip = table.read(it, ip)
     if np.any(R <= table.R_b):
         e, l = (int(v[0]) for v in np.nonzero(R <= table.R_b))
         raise InputError(f"synthesize_pan: listener {l} is {R[e, l]:.4g} m from the centre of mass at impulse {e} "
