@@ -395,6 +395,9 @@ def prepare(scene, progress=QUIET) -> PANPrepared:
             if model == "pan" or est["cell_updates"] <= opts.budget:
                 own[body.name] = _own_field(body, job, est, progress)
                 models[body.name] = {"acceleration_noise": "pan"}
+                progress.message(f"  {body.name}: own PAN acceleration noise field (" + (
+                    "acceleration_noise = \"pan\")" if model == "pan" else
+                    f"its precompute, {est['cell_updates']:.2g} cell updates, is within the budget)"))
                 continue
             why_proxy = _budget_reason(est, opts.budget)
         try:
