@@ -274,7 +274,7 @@ class PANOptions(BaseModel):
         Which objects are within it follows from the scene alone, never from what the cache holds.
     bank : {"standard", "tiny", "paper"}, optional
         Soundbank preset of the proxies (sources/pan/soundbank.py). Missing entries are solved when an object
-        needs them and kept in the bank file (standard: about a minute each on 2 cores).
+        needs them and kept in the bank file (standard: 30-60 s each on 2 cores).
     bank_eps : float, optional
         Wavelet tolerance of the bank in (0, 1).
     bank_path : str, optional
@@ -290,7 +290,7 @@ class PANOptions(BaseModel):
                           "per 1e9 on 2 cores) run under model = auto; objects over it get the proxy")
     bank: Literal["standard", "tiny", "paper"] = Field(
         default="standard", description="soundbank preset for proxies (missing entries are solved on demand, "
-        "standard ~1 min each on 2 cores; tiny: seconds, low band: objects under ~2 cm)")
+        "standard 30-60 s each on 2 cores; tiny: seconds, low band: objects under ~2 cm)")
     bank_eps: float = Field(default=BANK_EPS, gt=0, lt=1, description="wavelet tolerance of the soundbank (0.01 "
                             "keeps the rotation noise of long contacts within a few %; 0.04 loses 20 % or more)")
     bank_path: str | None = Field(default=None, description="soundbank file (default: in the cache folder), "
