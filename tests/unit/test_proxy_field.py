@@ -75,37 +75,6 @@ def _rotation(rng):
     return Q * np.sign(np.linalg.det(Q))
 
 
-def test_proxy_axes_rotate_listener_and_accelerations(bank, entry):
-    """Rendering in proxy axes Z (the renderer's frames) equals rendering the same impulses already expressed in
-    proxy axes with no frame: p depends on Z^T x and Z^T a only (sec. 3.3)."""
-    from types import SimpleNamespace
-
-    from impactsound.sources.pan.source import PANSource
-    rng = np.random.default_rng(3)
-    Z = _rotation(rng)
-    fld = _field(bank, entry, 0.2)
-    table = PANTable.from_field(fld, 16000.0)
-    n = 40
-    t0 = rng.uniform(0.01, 0.2, n)
-    tau = np.full(n, 2e-4)
-    amp = rng.normal(size=(n, 6))
-    xl = rng.normal(size=(n, 1, 3))
-    xl *= 1.5 / np.linalg.norm(xl, axis=-1, keepdims=True)
-    direct = synthesize_pan(table, t0, tau, np.concatenate([amp[:, :3] @ Z, amp[:, 3:] @ Z], 1), xl @ Z, 4000)
-    # the same through PANSource's frame handling (its rotation of amplitudes and listeners)
-    src = PANSource([SimpleNamespace(name="o")], {"o": fld}, None, SimpleNamespace(c=fld.c, rho=fld.rho),
-                    frames={"o": Z})
-    assert set(src.frames) == {"o"}
-    rot = np.concatenate([amp[:, :3] @ src.frames["o"], amp[:, 3:] @ src.frames["o"]], 1)
-    assert np.allclose(synthesize_pan(table, t0, tau, rot, xl @ src.frames["o"], 4000), direct)
-    # rotating the body and the listener together changes nothing
-    Q = _rotation(rng)
-    again = synthesize_pan(table, t0, tau, np.concatenate([(amp[:, :3] @ Q.T) @ (Q @ Z),
-                                                         (amp[:, 3:] @ Q.T) @ (Q @ Z)], 1),
-                           (xl @ Q.T) @ (Q @ Z), 4000)
-    assert np.allclose(again, direct, rtol=1e-10, atol=1e-12 * np.abs(direct).max())
-
-
 def test_proxy_fields_build_on_access(bank, entry):
     co = entry_coefficients(entry)
     wf = entry.fields[0]
