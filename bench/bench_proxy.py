@@ -9,12 +9,14 @@ impulses in total (default 200,000) spread evenly over the objects, times unifor
 accelerations; one listener 1.5 m away in a random direction per object; 48 kHz. Prints:
 
 1. the bank entries used and their build time;
-2. the fast path over all objects (synthesize_proxy): time and impulses/s (goal >= 1e5/s on 2 cores);
+2. the paper's fixed-listener route ("fast path", synthesize_proxy) over all objects: time and impulses/s;
 3. the reference (synthesize_proxy_reference) on a subset of impulses (default 200, over the first objects): time
    per impulse and the ratio to the fast path (goal >= 20x);
 4. the relative L2 error of the fast path against the reference on that subset;
-5. the render's route (proxy_field + heard_table + synthesize_pan: a tumbling object's listener moves in its
-   frame, which the fixed-listener fast path cannot follow) over all objects, each impulse a 0.1 ms contact;
+5. the render's route (proxy_field + heard_table + synthesize_pan, one object per thread as PANSource.render: a
+   tumbling object's listener moves in its frame, which the fixed-listener fast path cannot follow) over all
+   objects, each impulse a 0.1 ms contact: the synthesis scenes use, so the goals (>= 1e5 impulses/s on 2 cores,
+   >= 20x the reference) are judged on it;
 6. peak memory: tracemalloc's peak of the fast render (an untimed second run) and the process's peak RSS.
 
     .venv/bin/python bench/bench_proxy.py [--objects 1000] [--impulses 200000] [--subset 200] [--seed 0]
@@ -22,6 +24,7 @@ accelerations; one listener 1.5 m away in a random direction per object; 48 kHz.
 from __future__ import annotations
 
 import argparse
+from concurrent.futures import ThreadPoolExecutor
 import resource
 import shlex
 import sys
@@ -32,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
+from impactsound.sources.modal_kernel import default_threads
 from impactsound.sources.pan import soundbank as sb
 from impactsound.sources.pan.proxy import Proxy, nearest_entry
 from impactsound.sources.pan.proxy_field import ProxyRecipe, entry_coefficients
@@ -66,11 +70,14 @@ def render(objs, entries, pulses, fn):
 
 
 def render_path(objs, entries, pulses, coefs, tau=1e-4):
-    """The render's route for the same objects: each proxy's PANField from its entry (proxy_field), the table of
-    the directions its impulses hear (heard_table) and the compiled per-impulse synthesis (synthesize_pan), with
-    every impulse a contact of duration tau (a few pulses of the scaled h each)."""
+    """The render's route for the same objects, as PANSource.render takes it for proxies: each proxy's PANField
+    from its entry (proxy_field), the table of the directions its impulses hear (heard_table) and the compiled
+    per-impulse synthesis (synthesize_pan), one object per thread (default_threads), every impulse a contact of
+    duration tau (a few pulses of the scaled h each)."""
     y = np.zeros(int(SECONDS * FS) + FS // 2)
-    for pr, (t, acc, L) in zip(objs, pulses):
+
+    def one(job):
+        pr, (t, acc, L) = job
         i, _, beta = nearest_entry(pr)
         e = entries[i]
         fld = ProxyRecipe(coefs[i], beta, H_TINY, e.fields[0].c, 1.2041, 0.5, e.fields[0].radii, 1.0,
@@ -78,8 +85,12 @@ def render_path(objs, entries, pulses, coefs, tau=1e-4):
         Z = pr.rotation
         xl = np.broadcast_to(L @ Z, (len(t), 1, 3))
         table = heard_table(fld, xl, FS)
-        y += synthesize_pan(table, t, np.full(len(t), tau), np.concatenate([acc[:, :3] @ Z, acc[:, 3:] @ Z], 1),
-                            xl, len(y), n_threads=2)[0]
+        return synthesize_pan(table, t, np.full(len(t), tau), np.concatenate([acc[:, :3] @ Z, acc[:, 3:] @ Z], 1),
+                              xl, len(y), n_threads=1)[0]
+
+    with ThreadPoolExecutor(max_workers=default_threads()) as ex:
+        for part in ex.map(one, zip(objs, pulses)):
+            y += part
     return y
 
 
@@ -151,8 +162,11 @@ def main():
     t_path = time.perf_counter() - t0
     print(f"  {'render path (all; contacts of 0.1 ms)':40s} {t_path:8.2f} s {t_path / per.sum() * 1e6:9.1f} us "
           f"{per.sum() / t_path:11.0f} {t_fast / t_path:8.1f}   (peak {np.abs(yp).max():.3e} Pa)")
-    print(f"  goals: fast >= 1e5 impulses/s: {'met' if 1 / per_fast >= 1e5 else 'MISSED'}; reference ratio >= 20x: "
-          f"{'met' if per_ref / per_fast >= 20 else 'MISSED'}")
+    rate_path = per.sum() / t_path
+    print(f"  goals (the render's route is what scenes use): >= 1e5 impulses/s: "
+          f"{'met' if rate_path >= 1e5 else 'MISSED'} ({rate_path:.3g}/s; the paper's fixed-listener route "
+          f"{1 / per_fast:.3g}/s); >= 20x the per-impulse reference: "
+          f"{'met' if rate_path * per_ref >= 20 else 'MISSED'} ({rate_path * per_ref:.0f}x)")
 
 
 if __name__ == "__main__":

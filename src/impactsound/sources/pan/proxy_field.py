@@ -46,6 +46,9 @@ from .field import N_FIELDS, PANField
 from .proxy import pressure_scale
 from .wavelet import waverec_flat
 
+#: samples kept past the longest record in :func:`entry_coefficients` (the prefilter's decaying tail)
+PREFILTER_TAIL = 20
+
 
 def entry_coefficients(entry) -> tuple[np.ndarray, float, float]:
     """Pulse coefficients of every field, full-grid direction and term of a bank entry, unscaled (bank space).
@@ -58,8 +61,8 @@ def entry_coefficients(entry) -> tuple[np.ndarray, float, float]:
     Returns
     -------
     q : ndarray, shape (6, n_theta, n_phi, N, T)
-        Coefficients q_k^j [Pa m^k per unit acceleration], bank space, float32; T covers the longest field
-        (fields that ran shorter are zero beyond their end).
+        Coefficients q_k^j [Pa m^k per unit acceleration], bank space, float32; T covers the longest record and
+        PREFILTER_TAIL samples (fields that ran shorter are zero beyond their end).
     tau0 : float
         Retarded time of coefficient 0 from the pulse centre [s] (bank time).
     dt : float
@@ -103,7 +106,11 @@ def entry_coefficients(entry) -> tuple[np.ndarray, float, float]:
         s[..., lead + int(wf.n_samples):] = 0.0
         c = scipy.linalg.solve_banded((1, 1), ab, s.reshape(-1, T).T, check_finite=False).T
         out[f] = c.reshape(wf.n_dir, N, T)[rows] * signs[:, f, None, None]
-    return out.reshape(N_FIELDS, entry.n_theta, entry.n_phi, N, T), tau0 - lead * dt, dt
+    # past the longest record everything is zero but the prefilter's tail (its inverse decays by (7 - sqrt(45))/2
+    # = 0.146 per sample: 1e-16 after 20 samples): keep only what carries the field
+    T_used = min(T, max(lead + int(wf.n_samples) for wf in entry.fields) + PREFILTER_TAIL)
+    out = np.ascontiguousarray(out[..., :T_used])
+    return out.reshape(N_FIELDS, entry.n_theta, entry.n_phi, N, T_used), tau0 - lead * dt, dt
 
 
 def proxy_pan_field(coefficients, beta: float, *, h_ref: float, c: float, rho: float, R_b_ref: float,

@@ -12,6 +12,7 @@ with :class:`PANSource`.
 from __future__ import annotations
 
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -25,6 +26,7 @@ from ...errors import InputError
 from ...io.progress import QUIET
 from ...rotation import to_body
 from ..base import check_objects_known, render_arguments
+from ..modal_kernel import default_threads
 from ..registry import SourceKind, register
 from .field import angle_weights
 from .proxy_field import ProxyFields
@@ -227,30 +229,44 @@ class PANSource:
             contacts = contact_stage(events.select(events.vn >= self.v_min), self.bodies, self.ground,
                                      only=with_field)
         ev = contacts.events
-        for i in with_field:
+
+        def one(i, n_threads):
             body = self.bodies[i]
-            out[body.name] = np.zeros((len(L_w), n_samples))
             bc = contacts.of(i)
             if bc is None:
-                continue
+                return np.zeros((len(L_w), n_samples))
             bc = bc.select(ev.vn[bc.rows] >= self.v_min)             # resting contacts (paper sec. 4.3)
             if len(bc.rows) == 0:
-                continue
+                return np.zeros((len(L_w), n_samples))
             fld = self.fields[body.name]
             _, tau, amp, _, _ = self._amplitudes(ev, bc)
             amp = amp * (self.air.rho / fld.rho)                     # p is linear in rho
             xl = bc.listeners(L_w)
             Z = self.frames.get(body.name)
-            if Z is not None:                                        # into the field's axes (row vectors: v Z)
-                amp = np.concatenate([amp[:, :3] @ Z, amp[:, 3:] @ Z], axis=1)
-                xl = xl @ Z
             if Z is None:
                 table = self.table(body.name, fs)
-            else:                                                    # one render: the directions it hears only
-                table = heard_table(fld, xl, fs, oversample=self.oversample)
-            out[body.name] = synthesize_pan(table, ev.t[bc.rows], tau, amp, xl, n_samples,
-                                            n_threads=self.n_threads)
-        return out
+            else:                                                    # into the field's axes (row vectors: v Z)
+                amp = np.concatenate([amp[:, :3] @ Z, amp[:, 3:] @ Z], axis=1)
+                xl = xl @ Z
+                table = heard_table(fld, xl, fs, oversample=self.oversample)   # the directions it hears only
+            return synthesize_pan(table, ev.t[bc.rows], tau, amp, xl, n_samples, n_threads=n_threads)
+
+        own = [i for i in with_field if self.bodies[i].name not in self.frames]
+        proxies = [i for i in with_field if self.bodies[i].name in self.frames]
+        for i in own:                                                # their tables are cached: one at a time
+            out[self.bodies[i].name] = one(i, self.n_threads)
+        # proxies are many small independent jobs (debris): one per thread, each synthesis single-threaded; the
+        # compiled kernels release the GIL, and every body's result is its own, so the output does not depend on
+        # the thread count
+        nt = min(self.n_threads or default_threads(), len(proxies))
+        if nt <= 1:
+            for i in proxies:
+                out[self.bodies[i].name] = one(i, 1)
+        else:
+            with ThreadPoolExecutor(max_workers=nt) as ex:
+                for i, y in zip(proxies, ex.map(lambda k: one(k, 1), proxies)):
+                    out[self.bodies[i].name] = y
+        return {self.bodies[i].name: out[self.bodies[i].name] for i in with_field}
 
 
 # ---- the source kind --------------------------------------------------------------------------------------------
