@@ -558,10 +558,12 @@ def export(modal_asset: Path, fmt, out: Path, points, listener_dir, transfer_ass
 
 
 from .cli_bank import bank  # noqa: E402  (subcommand modules import helpers defined above)
+from .cli_granular import granular  # noqa: E402
 from .cli_ground import ground  # noqa: E402
 from .cli_report import report  # noqa: E402
 
 cli.add_command(bank)
+cli.add_command(granular)
 cli.add_command(ground)
 cli.add_command(report)
 
