@@ -181,7 +181,7 @@ def check(ev: GranularEvents, *, where: str = "granular events", require_sorted:
 
     for k in ("t", "point", "normal", "v0", "radius_a", "radius_b"):
         a = getattr(ev, k)
-        bad(k, ~np.isfinite(a).reshape(n, -1).all(axis=1), "holds NaN or infinite values: drop those rows")
+        bad(k, ~np.isfinite(a).reshape(n, -1 if n else 1).all(axis=1), "holds NaN or infinite values: drop those rows")
     bad("t", ev.t < 0, "is negative: times start at 0 s")
     bad("v0", ev.v0 <= 0, "must be a positive approach speed [m/s]: rows with v0 <= 0 are separations or "
                           "resting contacts, drop them")
