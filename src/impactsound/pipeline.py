@@ -215,7 +215,10 @@ def render_scene(scene: Scene | str | Path | dict, progress: Progress = QUIET, e
         scene = load_scene(scene)
     cache_dir()                 # a cache path that cannot be used is an error now, not after the dynamics ran
     kinds = [registry.get(k, where=scene.path) for k in scene.sources]
-    if events is None:
+    if events is None and not any(k.rigid_events for k in kinds):
+        # granular sources only: their collisions come from the [granular] table, not from the rigid bodies
+        events = EventLog.empty(scene.body_names)
+    elif events is None:
         events = scene_events(scene, progress, allow_implausible=allow_implausible)
     else:
         events = checked_events(events, scene, allow_implausible=allow_implausible)

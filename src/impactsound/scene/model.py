@@ -70,6 +70,7 @@ class Scene:
     # {source kind: its validated options} ([source.<kind>] tables; sources/registry.py), one per kind rendered
     options: dict = field(default_factory=dict)
     path: str = "<scene>"
+    granular: "object | None" = None  # GranularSetup of a [granular] table (scene/granular.py), else None
 
     @property
     def body_names(self) -> list[str]:

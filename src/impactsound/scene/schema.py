@@ -18,12 +18,15 @@ from ..constants import AIR_C, AIR_RHO
 from ..errors import InputError, MeshError
 from ..materials import Material, get_material, make_material
 from ..mesh.surface import check_surface
+from .granular import GranularSpec, parse_granular
 from .model import Air, Body, Ground, Listener, Scene
 from .model_import import expand_model_bodies
 from .primitives import make_primitive
 
 #: the sources a scene renders when it does not say (``[scene] sources``)
 DEFAULT_SOURCES = ("modal", "acceleration_noise", "ground")
+#: added to the default sources when the scene has a ``[granular]`` table
+GRANULAR_SOURCES = ("grain_noise", "container")
 #: source options also spelled in ``[scene]`` (older names, and ``acceleration_noise``, the scene-wide
 #: acceleration-noise model): key -> (source kind, option)
 SCENE_OPTION_KEYS = {"modal_order": ("modal", "modal_order"), "max_modes": ("modal", "max_modes"),
@@ -121,6 +124,7 @@ class SceneFile(_Strict):
     listener: list[ListenerSpec] = Field(default_factory=lambda: [ListenerSpec(position=(0.0, -0.5, 0.3))])
     object: list[ObjectSpec] = Field(default_factory=list)
     source: dict[str, dict[str, Any]] = Field(default_factory=dict)   # [source.<kind>] option tables
+    granular: GranularSpec | None = None   # grains poured into a container (scene/granular.py)
 
 
 def _loc(err: dict) -> str:
@@ -249,6 +253,13 @@ def parse_scene(data: dict, base: Path = Path("."), src: str = "<scene>") -> Sce
         raise InputError(f"{src}: scene.sample_rate = {s.sample_rate} Hz is above 384000 Hz")
     if not (math.isfinite(s.timestep) and 0 < s.timestep <= 0.01):
         raise InputError(f"{src}: scene.timestep = {s.timestep} s must lie in (0, 0.01]; 2e-4 is a good value")
+    sources = tuple(s.sources)
+    if sf.granular is not None and "sources" not in s.model_fields_set:
+        sources += GRANULAR_SOURCES if sf.granular.container else GRANULAR_SOURCES[:1]
+        sf.scene.sources = list(sources)
+    if sf.granular is None and set(sources) & set(GRANULAR_SOURCES):
+        raise InputError(f"{src}: sources {sorted(set(sources) & set(GRANULAR_SOURCES))} need a [granular] table "
+                         "(the grains and their container; docs/granular.md)")
     options = source_options(sf, src)
     if not sf.listener:
         raise InputError(f"{src}: the scene needs at least one [[listener]] with a position")
@@ -279,10 +290,11 @@ def parse_scene(data: dict, base: Path = Path("."), src: str = "<scene>") -> Sce
         from ..transfer.hrtf import HEAD_RADIUS
         listeners += [Listener(f"{l.name}.L", p - HEAD_RADIUS * ax, -ax), Listener(f"{l.name}.R",
                                                                               p + HEAD_RADIUS * ax, ax)]
+    granular = None if sf.granular is None else parse_granular(sf.granular, base, src, names, _material)
     scene = Scene(bodies=bodies, ground=ground, listeners=listeners, duration=float(s.duration),
-                  sample_rate=int(s.sample_rate), seed=int(s.seed), sources=tuple(s.sources), air=air,
+                  sample_rate=int(s.sample_rate), seed=int(s.seed), sources=sources, air=air,
                   timestep=float(s.timestep), event_log=str((base / s.event_log).resolve()) if s.event_log
-                  else None, options=options, path=src)
+                  else None, options=options, path=src, granular=granular)
     _check_listeners(scene)
     return scene
 

@@ -10,6 +10,8 @@ A source kind declares
   any object, handed back to ``render`` and ``describe``;
 - ``render(prepared, ctx)``: the pressure [Pa] at the listeners, ``{object name: (L, n_samples) float64}``, for
   the events in the :class:`RenderContext`;
+- ``rigid_events`` (default True): whether it renders the rigid bodies' contact events; a scene whose kinds
+  all say False (granular sources only) skips the rigid-body dynamics;
 - ``describe(prepared)`` (optional): ``(info, objects)``: scene-level entries for the render's sidecar and
   ``{object name: {key: value}}`` saying what each object got (so that no object is dropped without a word).
 
@@ -38,7 +40,8 @@ from ..errors import InputError
 #: entry-point group of third-party source kinds
 ENTRY_POINT_GROUP = "impactsound.sources"
 #: modules of the built-in source kinds, in the order they are listed
-BUILTIN = ("impactsound.sources.modal", "impactsound.sources.pan.source", "impactsound.sources.ground.source")
+BUILTIN = ("impactsound.sources.modal", "impactsound.sources.pan.source", "impactsound.sources.ground.source",
+           "impactsound.sources.granular.source")
 
 
 class NoOptions(BaseModel):
@@ -118,6 +121,7 @@ class SourceKind:
     describe: Callable[[Any], tuple[dict, dict]] | None = None
     summary: str = ""
     origin: str = "impactsound"
+    rigid_events: bool = True
 
     def __post_init__(self):
         if not (isinstance(self.name, str) and self.name.isidentifier()):

@@ -1,0 +1,184 @@
+"""The granular event table of a scene's ``[granular]`` table, computed once per render (M. Marko, "Sound
+simulation of granular materials", ch. 5.4-5.6):
+
+- ``events = "simulate"``: our event-driven simulator (sources/granular/simulate.py) pours ``count`` grains from
+  the funnel (or stream) into the container, a built-in ``mug`` object whose inner wall and floor are the
+  simulator's walls; the floor of the scene catches what misses. Cached by a content hash of everything that
+  decides it (the result is deterministic, so the cache never changes the output).
+- ``events = "log"``: a granular event table (.npz/.csv/.parquet; `impactsound granular import` converts another
+  simulator's per-step contacts).
+- ``events = "generate"``: the statistical generator's model (`impactsound granular fit`), drawn for the scene's
+  duration with the scene's seed.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...errors import InputError
+from ...io.progress import QUIET
+from .events import CONTAINER, GranularEvents
+
+#: bump when the simulated table of a scene changes for the same inputs (cache key)
+SCENE_SIM_VERSION = 1
+
+
+def grain_materials(scene, ev: GranularEvents) -> list:
+    """One Material per name in ``ev.materials``: the scene's grain material, else the material table's."""
+    from ...materials import get_material
+    setup = scene.granular
+    out = []
+    for name in ev.materials or (setup.material.name,):
+        if name == setup.material.name:
+            out.append(setup.material)
+        else:
+            out.append(get_material(name, where=f"{scene.path}: granular event table material"))
+    return out
+
+
+def granular_events(scene, progress=QUIET) -> GranularEvents:
+    """The scene's granular collisions (module docstring), computed once per scene object."""
+    cached = scene.__dict__.get("_granular_events")
+    if cached is not None:
+        return cached
+    setup = scene.granular
+    if setup.events == "log":
+        from .events import load_events
+        ev = load_events(setup.log)
+    elif setup.events == "generate":
+        from .generator import generate, load_model
+        model = load_model(setup.model)
+        with progress.stage("granular events (statistical generator)"):
+            ev = generate(model, duration=scene.duration, seed=scene.seed)
+    else:
+        ev = _simulated(scene, setup, progress)
+    late = ev.t >= scene.duration
+    if late.any():
+        ev = ev.take(~late)
+    if setup.container is not None and (ev.kind == CONTAINER).any() and setup.container not in ev.containers:
+        raise InputError(f"{scene.path}: granular.container = {setup.container!r} but the event table's walls are "
+                         f"{list(ev.containers)}: name the container object like the table's wall, or set "
+                         "granular.container to one of them")
+    progress.message(f"{len(ev)} granular events ({int((ev.kind == CONTAINER).sum())} wall hits)")
+    scene.__dict__["_granular_events"] = ev
+    return ev
+
+
+def mug_walls(body, where: str) -> dict:
+    """The inside of a built-in upright ``mug`` object in world coordinates [m]: axis (x, y), inner radius, inner
+    floor height, rim height, outer radius and base height."""
+    from ...rotation import quat_to_matrix
+    if not body.source.startswith("primitive:mug"):
+        raise InputError(f"{where}: events = 'simulate' pours into a built-in mug (shape = 'mug'); object "
+                         f"{body.name!r} is {body.source or 'a mesh'}. For another container, simulate with your "
+                         "own simulator and give events = 'log'")
+    R = quat_to_matrix(body.quaternion)[0]
+    if abs(R[2, 2] - 1.0) > 1e-9:
+        raise InputError(f"{where}: the container {body.name!r} must stand upright (rotation about z only) for "
+                         "events = 'simulate'")
+    v = np.asarray(body.mesh.vertices) @ R.T + np.asarray(body.position)
+    z0, z1 = float(v[:, 2].min()), float(v[:, 2].max())
+    c = np.asarray(body.position[:2], np.float64)
+    r = np.linalg.norm(v[:, :2] - c, axis=1)
+    top = np.abs(v[:, 2] - z1) < 1e-9
+    R_out = float(r.max())
+    R_in = float(r[top].min())
+    t = R_out - R_in                                 # the mug's wall and bottom have one thickness
+    return {"axis": c, "inner_radius": R_in, "floor_z": z0 + t, "rim_z": z1, "outer_radius": R_out, "base_z": z0}
+
+
+def _simulated(scene, setup, progress) -> GranularEvents:
+    from ...assets import cache_dir, content_hash
+    from .events import load_events, save_events
+    body = scene.bodies[scene.body_names.index(setup.container)]
+    cup = mug_walls(body, f"{scene.path}: granular.container")
+    ground = scene.ground.height if scene.ground.enabled else None
+    key = content_hash("granular-sim", SCENE_SIM_VERSION, setup.key(), {k: np.asarray(v).tolist()
+                       for k, v in cup.items()}, ground, scene.duration, scene.seed, _simulator_version())
+    path = cache_dir() / f"granular-sim-{key[:32]}.npz"
+    if path.is_file():
+        try:
+            return load_events(path)
+        except InputError:
+            path.unlink(missing_ok=True)             # a corrupted cache entry is recomputed, never used
+    ev = simulate_pour(setup, cup, container=body.name, ground=ground, duration=scene.duration, seed=scene.seed,
+                       progress=progress)
+    save_events(path, ev)
+    return ev
+
+
+def simulate_pour(setup, cup: dict, *, container: str, ground: float | None, duration: float, seed: int,
+                  progress=QUIET) -> GranularEvents:
+    """Pour ``setup.count`` grains through the funnel (or stream) into the cup (:func:`mug_walls`) and simulate
+    ``duration`` seconds; with ``setup.fill`` > 0 the cup first gets that many grains, dropped in and settled
+    (frozen: a rigid pile the pour lands on). Walls: the cup (body ``container``), the funnel (body "funnel": its
+    hits are silent), the floor at height ``ground`` (body "floor"; None: no floor)."""
+    import time
+
+    from .simulate import Cone, Cup, Floor, GrainSet, pour_grains, simulate_state
+    R_in, z_floor, z_rim = cup["inner_radius"], cup["floor_z"], cup["rim_z"]
+    walls = [Cup(center_xy=tuple(cup["axis"]), radius=R_in, z_bottom=z_floor, height=z_rim - z_floor,
+                 body=container)]
+    if ground is not None:
+        walls.append(Floor(z=ground, body="floor"))
+    radius = setup.radius if setup.radius_spread == 0 else (setup.radius, setup.radius * setup.radius_spread)
+    mat = setup.material
+    parts = []
+    if setup.fill:
+        # the settled grains of a partly full cup: dropped into the lower part of the cup, run until they rest
+        fill = pour_grains(setup.fill, radius, seed=seed + 1, material=mat.name, region=walls[0],
+                           z_range=(z_floor, z_floor + 0.8 * (z_rim - z_floor)))
+        fill.densities = (mat.rho,)
+        with progress.stage(f"settling {setup.fill} grains in {container}"):
+            res = simulate_state(fill, walls, duration=0.6, restitution=setup.restitution)
+        f = res.final
+        parts.append(GrainSet(positions=f.positions, velocities=np.zeros_like(f.velocities), radii=f.radii,
+                              material=np.zeros(len(f), np.int64), materials=(mat.name,),
+                              frozen=np.ones(len(f), bool), release=np.zeros(len(f)), densities=(mat.rho,)))
+    if setup.count:
+        if setup.stream is not None:
+            st = setup.stream
+            g = pour_grains(setup.count, radius, seed=seed, material=mat.name, nozzle=tuple(st["position"]),
+                            nozzle_radius=st["radius"], rate=st["rate"])
+        else:
+            fu = setup.funnel
+            x, y, z = fu["position"]
+            cone = Cone(center_xy=(x, y), z_bottom=z, r_bottom=fu["hole_radius"], z_top=z + fu["height"],
+                        r_top=fu["top_radius"], body="funnel")
+            walls.append(cone)
+            # the thesis started its grains above the funnel's bottom (grains resting on it collapse, App. B.2)
+            g = pour_grains(setup.count, radius, seed=seed, material=mat.name, region=cone,
+                            z_range=(z + 0.25 * fu["height"], z + fu["height"]))
+        g.densities = (mat.rho,)
+        if g.release is None:
+            g.release = np.zeros(len(g))
+        parts.append(GrainSet(positions=g.positions, velocities=g.velocities, radii=g.radii,
+                              material=np.zeros(len(g), np.int64), materials=(mat.name,),
+                              frozen=np.zeros(len(g), bool), release=g.release, densities=(mat.rho,)))
+    if not parts:
+        raise InputError(f"{setup.where}: count = 0 and fill = 0: no grains to simulate")
+    grains = GrainSet(positions=np.concatenate([p.positions for p in parts]),
+                      velocities=np.concatenate([p.velocities for p in parts]),
+                      radii=np.concatenate([p.radii for p in parts]),
+                      material=np.concatenate([p.material for p in parts]), materials=(mat.name,),
+                      frozen=np.concatenate([p.frozen for p in parts]),
+                      release=np.concatenate([p.release for p in parts]), densities=(mat.rho,))
+    with progress.stage(f"granular simulation ({setup.count} grains poured, {setup.fill} in the cup, "
+                        f"{duration:g} s)") as update:
+        start = time.perf_counter()
+
+        def report(t_sim, collisions):
+            update(min(1.0, t_sim / duration))
+            update(f"t = {t_sim:.3f} s, {collisions / max(time.perf_counter() - start, 1e-9):.3g} collisions/s")
+
+        res = simulate_state(grains, walls, duration=duration, restitution=setup.restitution, progress=report)
+    ev = res.events
+    ev.meta.update({"grains": setup.count, "fill": setup.fill, "seed": seed, "stats": {
+        k: (float(v) if isinstance(v, float) else int(v)) for k, v in res.stats.items()
+        if isinstance(v, (int, float, np.integer, np.floating))}})
+    return ev
+
+
+def _simulator_version():
+    from . import simulate
+    return getattr(simulate, "SIMULATOR_VERSION", 1)
+

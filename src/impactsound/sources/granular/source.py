@@ -1,0 +1,157 @@
+"""The two granular source kinds (M. Marko, "Sound simulation of granular materials", ch. 5.1-5.3):
+
+- ``grain_noise``: the acceleration noise of both spheres of every grain-grain collision (exact rigid-sphere
+  pulses, tabulated; sources/granular/synth.py). Its stem is ``grain_noise``, its one object ``grains``.
+- ``container``: the container object's modes struck by the grains that hit it (sources/granular/container.py),
+  radiated like any object's modes. Its stem is ``container``, its object the container's name.
+
+Both render the scene's one granular event table (:func:`~impactsound.sources.granular.scene_events.granular_events`:
+simulated, read from a log, or generated), computed once per render.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ...errors import InputError
+from ...io.progress import QUIET
+from ..modal import ModalOptions
+from ..registry import SourceKind, register
+from .events import CONTAINER, GRAIN, GranularEvents
+from .scene_events import granular_events, grain_materials
+
+#: the object name of the grains (their stem is ``grain_noise_grains``)
+GRAINS = "grains"
+
+
+def _setup(scene, kind):
+    if scene.granular is None:
+        raise InputError(f"{scene.path}: source {kind!r} needs a [granular] table (the grains and their container)")
+    return scene.granular
+
+
+# ---------------------------------------------------------------------------------------------------- grain noise
+class GrainNoiseOptions(BaseModel):
+    """Options of the ``grain_noise`` source (scene table ``[source.grain_noise]``)."""
+
+    model_config = ConfigDict(extra="forbid")
+    scaling: Literal["peak", "impulse"] = Field(
+        default="peak", description="pulse amplitude: peak = a_m = F_max/m (the thesis' choice, its Table 6.1); "
+        "impulse = the half-sine carries the elastic Delta-v (0.853 times quieter)")
+    v_min: float = Field(default=1e-4, gt=0, description="collisions slower than this [m/s] are inaudible and "
+                         "skipped (the thesis' audibility filter)")
+    wall_hits: bool = Field(default=False, description="also render each grain's own pulse when it hits a wall "
+                            "(not in the thesis; the wall's modes are the container source)")
+
+
+@dataclass
+class GrainPrepared:
+    events: GranularEvents
+    materials: list
+    options: GrainNoiseOptions
+    air: object
+    walls: dict
+
+
+def prepare_grain_noise(scene, progress=QUIET) -> GrainPrepared:
+    _setup(scene, "grain_noise")
+    ev = granular_events(scene, progress)
+    walls = {b.name: b.material for b in scene.bodies}
+    walls["floor"] = scene.ground.material
+    walls = {c: walls.get(c, scene.granular.material) for c in ev.containers}   # a funnel: as hard as a grain
+    return GrainPrepared(ev, grain_materials(scene, ev), scene.options["grain_noise"], scene.air, walls)
+
+
+def render_grain_noise(prep: GrainPrepared, ctx) -> dict:
+    from .synth import grain_noise
+    with ctx.progress.stage(f"grain noise ({int((prep.events.kind == GRAIN).sum())} grain collisions)"):
+        p = grain_noise(prep.events, ctx.listeners, ctx.sample_rate, ctx.n_samples,
+                        materials={m.name: m for m in prep.materials}, rho=prep.air.rho, c=prep.air.c,
+                        v_min=prep.options.v_min, scaling=prep.options.scaling,
+                        include_container_hits=prep.options.wall_hits, container_materials=prep.walls)
+    return {GRAINS: p}
+
+
+def describe_grain_noise(prep: GrainPrepared) -> tuple[dict, dict]:
+    ev = prep.events
+    g = ev.kind == GRAIN
+    audible = g & (ev.v0 >= prep.options.v_min)
+    info = {"granular": {"origin": ev.origin, "events": len(ev), "grain_collisions": int(g.sum()),
+                         "container_hits": int((ev.kind == CONTAINER).sum()), "containers": list(ev.containers),
+                         "materials": list(ev.materials)}}
+    obj = {GRAINS: {"grain_noise": f"{int(audible.sum())} of {int(g.sum())} grain collisions rendered (v0 >= "
+                                   f"{prep.options.v_min:g} m/s; exact rigid-sphere pulses, scaling "
+                                   f"{prep.options.scaling})"}}
+    return info, obj
+
+
+# ------------------------------------------------------------------------------------------------------ container
+class ContainerOptions(ModalOptions):
+    """Options of the ``container`` source (scene table ``[source.container]``): the container's modal model and
+    radiation, as for the modal source."""
+
+
+@dataclass
+class ContainerPrepared:
+    events: GranularEvents
+    materials: list
+    body: object
+    model: object
+    transfer: object
+    radiation: str
+    restitution: float
+    fill_damping: float
+    air: object
+    silent: dict
+
+
+def prepare_container(scene, progress=QUIET) -> ContainerPrepared:
+    from ..modal import modal_models, transfer_models
+    setup = _setup(scene, "container")
+    ev = granular_events(scene, progress)
+    # containers in the table that are not scene objects (a funnel, the floor) make no sound of their own
+    silent = {c: "not a scene object: its hits are silent" for c in ev.containers if c not in scene.body_names}
+    if setup.container is None:
+        return ContainerPrepared(ev, [], None, None, None, "none", setup.restitution, setup.fill_damping,
+                                 scene.air, silent)
+    body = scene.bodies[scene.body_names.index(setup.container)]
+    sub = dataclasses.replace(scene, bodies=[body], options={**scene.options, "modal": scene.options["container"]})
+    models = modal_models(sub, progress)
+    transfers, used = transfer_models(sub, models, progress)
+    return ContainerPrepared(ev, grain_materials(scene, ev), body, models[body.name], transfers.get(body.name),
+                             used.get(body.name, "none"), setup.restitution, setup.fill_damping, scene.air, silent)
+
+
+def render_container(prep: ContainerPrepared, ctx) -> dict:
+    from .container import container_hits, container_pressure
+    if prep.body is None:
+        return {}
+    n = len(container_hits(prep.events, prep.body.name))
+    with ctx.progress.stage(f"container {prep.body.name} ({n} grain hits)"):
+        p = container_pressure(prep.events, prep.body, prep.model, prep.materials, ctx.listeners, ctx.sample_rate,
+                               ctx.n_samples, restitution=prep.restitution, fill_damping=prep.fill_damping,
+                               transfer=prep.transfer, air=prep.air, ears=ctx.ears)
+    return {prep.body.name: p}
+
+
+def describe_container(prep: ContainerPrepared) -> tuple[dict, dict]:
+    if prep.body is None:
+        return {}, {}
+    from .container import container_hits
+    n = len(container_hits(prep.events, prep.body.name))
+    obj = {prep.body.name: {"container": {"grain_hits": n, "modes": int(prep.model.n_modes),
+                                          "radiation": prep.radiation, "fill_damping": prep.fill_damping}}}
+    return ({"granular_silent_walls": prep.silent} if prep.silent else {}), obj
+
+
+GRAIN_NOISE = register(SourceKind(
+    name="grain_noise", options=GrainNoiseOptions, prepare=prepare_grain_noise, render=render_grain_noise,
+    describe=describe_grain_noise, rigid_events=False,
+    summary="acceleration noise of colliding grains ([granular]): exact rigid-sphere pulses, both grains"))
+CONTAINER_SOURCE = register(SourceKind(
+    name="container", options=ContainerOptions, prepare=prepare_container, render=render_container,
+    describe=describe_container, rigid_events=False,
+    summary="the [granular] container's modes struck by grain hits (Hertz), radiated like the modal source"))
