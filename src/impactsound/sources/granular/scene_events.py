@@ -124,16 +124,11 @@ def simulate_pour(setup, cup: dict, *, container: str, ground: float | None, dur
     mat = setup.material
     parts = []
     if setup.fill:
-        # the settled grains of a partly full cup: dropped into the lower part of the cup, run until they rest
-        fill = pour_grains(setup.fill, radius, seed=seed + 1, material=mat.name, region=walls[0],
-                           z_range=(z_floor, z_floor + 0.8 * (z_rim - z_floor)))
-        fill.densities = (mat.rho,)
-        with progress.stage(f"settling {setup.fill} grains in {container}"):
-            res = simulate_state(fill, walls, duration=0.6, restitution=setup.restitution)
-        f = res.final
-        parts.append(GrainSet(positions=f.positions, velocities=np.zeros_like(f.velocities), radii=f.radii,
-                              material=np.zeros(len(f), np.int64), materials=(mat.name,),
-                              frozen=np.ones(len(f), bool), release=np.zeros(len(f)), densities=(mat.rho,)))
+        pos, rad = settled_layers(setup.fill, setup.radius * (1 + setup.radius_spread), cup, where=setup.where)
+        n = len(rad)
+        parts.append(GrainSet(positions=pos, velocities=np.zeros((n, 3)), radii=rad,
+                              material=np.zeros(n, np.int64), materials=(mat.name,), frozen=np.ones(n, bool),
+                              release=np.zeros(n), densities=(mat.rho,)))
     if setup.count:
         if setup.stream is not None:
             st = setup.stream
@@ -176,6 +171,36 @@ def simulate_pour(setup, cup: dict, *, container: str, ground: float | None, dur
         k: (float(v) if isinstance(v, float) else int(v)) for k, v in res.stats.items()
         if isinstance(v, (int, float, np.integer, np.floating))}})
     return ev
+
+
+def settled_layers(count: int, radius: float, cup: dict, *, where: str = "granular") -> tuple:
+    """``count`` grains of ``radius`` [m] lying in the cup (:func:`mug_walls`) as hexagonal close-packed layers
+    from its floor up (a settled pile, frozen in the simulation): (centres (count, 3) [m], radii (count,)).
+    Spacing 1 % above contact, so that no two grains touch."""
+    s = 2.0 * radius * 1.01
+    R = cup["inner_radius"] - radius * 1.01
+    cx, cy = cup["axis"]
+    nx = int(np.ceil(R / s)) + 1
+    i, j = np.meshgrid(np.arange(-nx, nx + 1), np.arange(-2 * nx, 2 * nx + 1), indexing="ij")
+    layers = []
+    for k in range(int(np.ceil((cup["rim_z"] - cup["floor_z"]) / (s * np.sqrt(2.0 / 3.0))))):
+        # ABC stacking: each layer shifted by a third of the triangle's height
+        x = s * (i + 0.5 * (j % 2)) + (k % 3) * s * 0.5
+        y = s * (np.sqrt(3.0) / 2.0) * j + (k % 3) * s * np.sqrt(3.0) / 6.0
+        keep = np.hypot(x, y) <= R
+        z = cup["floor_z"] + radius * 1.01 + k * s * np.sqrt(2.0 / 3.0)
+        if z + radius > cup["rim_z"]:
+            break
+        pts = np.c_[x[keep] + cx, y[keep] + cy, np.full(int(keep.sum()), z)]
+        # the grains nearest the axis first, so that a part layer is a disc in the middle
+        layers.append(pts[np.argsort(np.hypot(pts[:, 0] - cx, pts[:, 1] - cy), kind="stable")])
+        if sum(len(p) for p in layers) >= count:
+            break
+    pos = np.concatenate(layers) if layers else np.zeros((0, 3))
+    if len(pos) < count:
+        raise InputError(f"{where}.fill = {count} grains do not fit in the container (at most {len(pos)} of radius "
+                         f"{radius} m): lower fill")
+    return pos[:count], np.full(count, float(radius))
 
 
 def _simulator_version():
