@@ -13,7 +13,9 @@ Table of contents (pipeline order):
 - fem: :func:`modal_analysis` -> :class:`ModalModel`
 - sources: the registry (:class:`SourceKind`, :func:`register`, :func:`available_sources`; docs/sources.md);
   built-ins ``modal`` (``impactsound.sources.modal.ModalSource``, and :func:`strike` for one strike) and
-  ``acceleration_noise`` (``impactsound.sources.pan.PANSource``)
+  ``acceleration_noise`` (``impactsound.sources.pan.PANSource``), ``ground`` (``impactsound.sources.ground``),
+  ``grain_noise`` and ``container`` (``impactsound.sources.granular``: grains poured into a container, a scene's
+  ``[granular]`` table; docs/granular.md)
 - transfer: :func:`transfer_model` (FFAT maps from FDTD or BEM, cached; ``impactsound.transfer``), compact
   radiation (``transfer.low_order``)
 - pipeline: :func:`render_scene` -> :class:`RenderResult` (``.save`` writes WAV, stems and a spectrogram)
