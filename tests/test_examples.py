@@ -34,7 +34,7 @@ def assert_picture(path):
 
 def test_every_example_is_tested():
     tested = {"strike_bar", "render_scene", "import_contacts", "compare_radiation", "plot_mode_shape",
-              "export_faust"}
+              "export_faust", "pour_grains"}
     assert {p.stem for p in EXAMPLES.glob("*.py")} == tested
 
 
@@ -100,3 +100,25 @@ def test_export_faust_writes_a_bank_and_a_program(tmp_path):
         res = subprocess.run(["faust", str(r["dsp"]), "-o", str(tmp_path / "bank.cpp")], capture_output=True,
                              text=True, timeout=120)
         assert res.returncode == 0, res.stderr
+
+
+def test_pour_grains_renders_empty_and_full_cups(tmp_path):
+    """Both pours sound; the partly full cup is struck more softly: the sum of v0^2 over its hits (one bead size)
+    is lower than the empty cup's (the beads already in it take the pour's hits)."""
+    ex = load("pour_grains")
+    paths = ex.main(tmp_path, small=True)
+    wavs = [p for p in paths if p.suffix == ".wav"]
+    assert len(wavs) == 2
+    for w in wavs:
+        assert_sound(w)
+    for p in paths:
+        if p.suffix == ".png":
+            assert_picture(p)
+    from impactsound.scene import load_scene
+    from impactsound.sources.granular.scene_events import granular_events
+    energy = []
+    for full in (False, True):
+        ev = granular_events(load_scene(ex.scene(full=full, small=True)))
+        cup = (ev.kind == 1) & (ev.id_b == ev.containers.index("cup"))
+        energy.append(float((ev.v0[cup] ** 2).sum()))
+    assert energy[1] < energy[0]
