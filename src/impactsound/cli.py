@@ -568,11 +568,13 @@ from .cli_bank import bank  # noqa: E402  (subcommand modules import helpers def
 from .cli_granular import granular  # noqa: E402
 from .cli_ground import ground  # noqa: E402
 from .cli_report import report  # noqa: E402
+from .cli_shell import shell  # noqa: E402
 
 cli.add_command(bank)
 cli.add_command(granular)
 cli.add_command(ground)
 cli.add_command(report)
+cli.add_command(shell)
 
 
 def main(argv=None):
