@@ -332,8 +332,17 @@ class ShellModel:
         Wm, Wb = self.element_energies(u)
         return float(self.areas @ (Wm + Wb))
 
-    def internal_force(self, u) -> np.ndarray:
-        """f_int(u) = dE/du (3 Nv,) [N], dof 3 v + component (analytic gradient)."""
+    def element_forces(self, u):
+        """Each triangle's share of f_int: the gradient of A_i W_i(u) over its membrane vertices (``faces``) and
+        over its bending stencil (``stencil``, 6 vertices; missing neighbours contribute zero rows).
+
+        Returns
+        -------
+        fm : ndarray (Nf, 3, 3)
+            [N] on the triangle's 3 vertices.
+        fb : ndarray (Nf, 6, 3)
+            [N] on its 6 stencil vertices.
+        """
         x = self._as_positions(u)
         em, eb, Fd, J = self._strains(x, grad=True)
         A = self.areas
@@ -346,6 +355,11 @@ class ShellModel:
         # bending: dE/dtheta_k = A 2 c_b (R^T Q eb)_k
         mk = (2 * self.c_b * A)[:, None] * np.einsum("fji,jl,fl->fi", self.R, self.Q, eb)
         fb = np.einsum("fk,fksi->fsi", mk, J)           # (Nf, 6, 3)
+        return fm, fb
+
+    def internal_force(self, u) -> np.ndarray:
+        """f_int(u) = dE/du (3 Nv,) [N], dof 3 v + component (analytic gradient)."""
+        fm, fb = self.element_forces(u)
         f = np.zeros((self.n_vertices, 3))
         for i in range(3):
             f[:, i] = (np.bincount(self.faces.ravel(), fm[:, :, i].ravel(), minlength=self.n_vertices)
