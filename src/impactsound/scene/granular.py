@@ -27,7 +27,7 @@ another simulator or an earlier run (``events = "log"``), or from a statistical 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -38,7 +38,6 @@ from ..errors import InputError
 from ..materials import Material
 
 Vec3 = tuple[float, float, float]
-EVENT_SOURCES = ("simulate", "log", "generate")
 
 
 class _Strict(BaseModel):
@@ -92,7 +91,6 @@ class GranularSetup:
     funnel: dict | None
     stream: dict | None
     where: str = "[granular]"
-    extra: dict = field(default_factory=dict)
 
     def key(self) -> dict:
         """Everything that decides the simulated collisions (for the content hash of a cached simulation)."""
