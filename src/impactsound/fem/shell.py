@@ -442,7 +442,7 @@ def shell_modes(model: ShellModel, f_max: float | None = 20000.0, n_modes: int |
     # return repeated copies of one mode after re-solving pairs that missed its residual test; such a set is
     # not M-orthonormal. Then solve again with ARPACK shift-invert (below the spectrum) and check again.
     if len(freqs) and np.abs(U.T @ (M @ U) - np.eye(len(freqs))).max() > 1e-8:
-        freqs, omega2, U, rig = _modes_arpack(K, M, n, f_max, n_rigid, scale)
+        freqs, omega2, U, rig = _modes_arpack(K, M, n, f_max, n_rigid, model)
         info["fallback"] = "arpack-shift-invert"
     rigid_omega2 = np.einsum("ij,ij->j", rig, K @ rig)
     omega = np.sqrt(omega2)
@@ -451,15 +451,22 @@ def shell_modes(model: ShellModel, f_max: float | None = 20000.0, n_modes: int |
                       rigid_omega2=rigid_omega2, info=info)
 
 
-def _modes_arpack(K, M, n, f_max, n_rigid, scale):
-    """Fallback eigen-solve: scipy's ARPACK in shift-invert mode with sigma = -E/(rho L^2) (below the spectrum,
-    K - sigma M positive definite), growing the count until f_max is passed. Returns (f, w^2, U, rigid U)."""
-    E0, rho0, L = scale
-    sigma = -E0 / (rho0 * L**2)
+def _modes_arpack(K, M, n, f_max, n_rigid, model):
+    """Fallback eigen-solve: scipy's ARPACK in shift-invert mode, growing the count until f_max is passed.
+    Returns (f, w^2, U, rigid U).
+
+    The shift is minus the plate-bending scale D / (rho h L^4) with D = E h^3 / (12 (1 - nu^2)): below the
+    spectrum (K - sigma M positive definite) yet near the lowest elastic modes of a thin shell, so the rigid
+    cluster (mu = 1/|sigma|) and the elastic modes (mu = 1/(lambda + |sigma|)) stay far apart. A shift at the
+    membrane scale E/(rho L^2) would squeeze them into a relative gap of ~(h/L)^2 and let ARPACK mix them. The
+    start vector is fixed, so the result does not depend on what ARPACK was asked before in the process."""
+    mat, h, L = model.material, model.thickness, model.size
+    sigma = -float(mat.E) * h**2 / (12 * (1 - float(mat.nu)**2) * float(mat.rho) * L**4)
     ndof = K.shape[0]
+    v0 = np.random.default_rng(0).standard_normal(ndof)
     k = min(ndof - 1, n + n_rigid if f_max is None else min(n + n_rigid, n_rigid + 40))
     while True:
-        lam, X = spla.eigsh(K.tocsc(), k=k, M=M.tocsc(), sigma=sigma, which="LM")
+        lam, X = spla.eigsh(K.tocsc(), k=k, M=M.tocsc(), sigma=sigma, which="LM", v0=v0)
         order = np.argsort(lam)
         lam, X = lam[order], X[:, order]
         if f_max is None or k >= min(ndof - 1, n + n_rigid) or lam[-1] > (2 * np.pi * f_max)**2:
