@@ -33,6 +33,7 @@ class Body:
     com_in_file: np.ndarray = field(default_factory=lambda: np.zeros(3))  # COM in mesh-file coordinates
     transfer_asset: str = ""          # FFAT transfer asset given in the scene ("" = cache / low-order)
     acceleration_noise: str = ""      # this object's acceleration-noise model ("" = the scene's; sources/pan)
+    shell: "object | None" = None     # ShellSetup of a thin-shell object (scene/shell_body.py), else None
 
 
 @dataclass

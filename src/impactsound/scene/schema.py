@@ -19,6 +19,7 @@ from ..errors import InputError, MeshError
 from ..materials import Material, get_material, make_material
 from ..mesh.surface import check_surface
 from .granular import GranularSpec, parse_granular
+from .shell_body import ShellSpec
 from .model import Air, Body, Ground, Listener, Scene
 from .model_import import expand_model_bodies
 from .primitives import make_primitive
@@ -27,6 +28,8 @@ from .primitives import make_primitive
 DEFAULT_SOURCES = ("modal", "acceleration_noise", "ground")
 #: added to the default sources when the scene has a ``[granular]`` table
 GRANULAR_SOURCES = ("grain_noise", "container")
+#: added to the default sources when an object has a ``shell = {...}`` table
+SHELL_SOURCE = "shell"
 #: source options also spelled in ``[scene]`` (older names, and ``acceleration_noise``, the scene-wide
 #: acceleration-noise model): key -> (source kind, option)
 SCENE_OPTION_KEYS = {"modal_order": ("modal", "modal_order"), "max_modes": ("modal", "max_modes"),
@@ -67,6 +70,7 @@ class ObjectSpec(_Strict):
     angular_velocity: Vec3 = (0.0, 0.0, 0.0)  # world frame [rad/s]
     transfer: str | None = None        # FFAT transfer asset for this object (relative to the scene file)
     acceleration_noise: str | None = None   # this object's acceleration-noise model (overrides the scene's)
+    shell: ShellSpec | None = None     # a thin shell (scene/shell_body.py): thickness, dynamics, radiation
 
 
 class GroundSpec(_Strict):
@@ -187,7 +191,10 @@ def _body(i: int, o: ObjectSpec, base: Path, src: str) -> Body:
     material = _material(o.material, where + ".material")
     if (o.shape is None) == (o.mesh is None):
         raise InputError(f"{where}: give exactly one of shape = '<primitive>' or mesh = '<file>'")
-    if o.shape is not None:
+    shell = None
+    if o.shell is not None:
+        mesh, source, shell, mass, inertia, com = _shell_object(o, where, base, material)
+    elif o.shape is not None:
         mesh = make_primitive(o.shape, o.size, where)
         source = f"primitive:{o.shape}:{sorted(o.size.items())}"
         check_surface(mesh, where, density=material.rho)
@@ -204,11 +211,14 @@ def _body(i: int, o: ObjectSpec, base: Path, src: str) -> Body:
         if nq < 1e-9:
             raise InputError(f"{where}.rotation = {list(o.rotation)} is not a rotation (zero quaternion)")
         q = q / nq
-    com = np.asarray(mesh.center_mass, dtype=np.float64)
-    body_mesh = mesh.copy()
-    body_mesh.apply_translation(-com)
-    mass = float(material.rho * body_mesh.volume)
-    inertia = np.asarray(body_mesh.moment_inertia, dtype=np.float64) * material.rho  # trimesh: density 1
+    if shell is None:
+        com = np.asarray(mesh.center_mass, dtype=np.float64)
+        body_mesh = mesh.copy()
+        body_mesh.apply_translation(-com)
+        mass = float(material.rho * body_mesh.volume)
+        inertia = np.asarray(body_mesh.moment_inertia, dtype=np.float64) * material.rho  # trimesh: density 1
+    else:
+        body_mesh = mesh                # already in the body frame (the shell's centre of mass)
     transfer = ""
     if o.transfer is not None:
         tpath = (base / o.transfer).resolve()
@@ -228,7 +238,23 @@ def _body(i: int, o: ObjectSpec, base: Path, src: str) -> Body:
     mh = content_hash(np.asarray(body_mesh.vertices, np.float64), np.asarray(body_mesh.faces, np.int64))
     return Body(name=o.name or f"object{i}", mesh=body_mesh, material=material, mass=mass, inertia=inertia,
                 position=pos, quaternion=q, velocity=vel, angular_velocity=omega, mesh_hash=mh, source=source,
-                com_in_file=com, transfer_asset=transfer, acceleration_noise=an)
+                com_in_file=com, transfer_asset=transfer, acceleration_noise=an, shell=shell)
+
+
+def _shell_object(o: ObjectSpec, where: str, base: Path, material: Material):
+    """A thin-shell object (scene/shell_body.py): (collision mesh in the body frame, source text, ShellSetup,
+    mass [kg], inertia (3, 3) [kg m^2], centre of mass in the mesh's coordinates)."""
+    from ..assets import content_hash
+    from .shell_body import ShellSetup, shell_body_geometry, shell_surface
+    if o.transfer is not None:
+        raise InputError(f"{where}.transfer: FFAT transfer assets are for solid modal models; a shell radiates "
+                         "through its shell.radiation option (remove transfer = ...)")
+    V, F, source = shell_surface(o.shape, o.size, None if o.mesh is None else (base / o.mesh).resolve(),
+                                 o.scale, o.shell, where)
+    Vb, F, coll, mass, inertia, com = shell_body_geometry(V, F, o.shell, material, where)
+    setup = ShellSetup(vertices=Vb, faces=F, thickness=float(o.shell.thickness), spec=o.shell, source=source,
+                       surface_hash=content_hash(Vb, F))
+    return coll, source, setup, mass, inertia, com
 
 
 def parse_scene(data: dict, base: Path = Path("."), src: str = "<scene>") -> Scene:
@@ -256,6 +282,9 @@ def parse_scene(data: dict, base: Path = Path("."), src: str = "<scene>") -> Sce
     sources = tuple(s.sources)
     if sf.granular is not None and "sources" not in s.model_fields_set:
         sources += GRANULAR_SOURCES if sf.granular.container else GRANULAR_SOURCES[:1]
+        sf.scene.sources = list(sources)
+    if any(o.shell is not None for o in sf.object) and "sources" not in s.model_fields_set:
+        sources += (SHELL_SOURCE,)                  # thin shells sound through their own source
         sf.scene.sources = list(sources)
     if sf.granular is None and set(sources) & set(GRANULAR_SOURCES):
         raise InputError(f"{src}: sources {sorted(set(sources) & set(GRANULAR_SOURCES))} need a [granular] table "

@@ -235,6 +235,7 @@ class ModalPrepared:
     models: dict
     transfers: dict
     radiation: dict
+    notes: dict = None          # {body name: why it has no solid modal model here} (thin shells)
 
 
 def modal_models(scene, progress=QUIET) -> dict:
@@ -244,6 +245,8 @@ def modal_models(scene, progress=QUIET) -> dict:
     f_max = min(F_MAX_HZ, 0.45 * scene.sample_rate)
     models = {}
     for body in scene.bodies:
+        if getattr(body, "shell", None) is not None:
+            continue            # a thin shell: its modes come from the shell model (sources/shell/source.py)
         with progress.stage(f"modes of {body.name}") as update:
             models[body.name] = cached_modal_analysis(body.mesh, body.material, order=opt.modal_order,
                                                       max_modes=opt.max_modes, f_max=f_max,
@@ -364,7 +367,9 @@ def prepare(scene, progress=QUIET) -> ModalPrepared:
     """Modal models of every body and their radiation (``[source.modal]`` options)."""
     models = modal_models(scene, progress)
     transfers, used = transfer_models(scene, models, progress)
-    return ModalPrepared(models, transfers, used)
+    notes = {b.name: "thin shell: rendered by the shell source, not as a solid" for b in scene.bodies
+             if getattr(b, "shell", None) is not None}
+    return ModalPrepared(models, transfers, used, notes)
 
 
 def render(prep: ModalPrepared, ctx) -> dict:
@@ -382,6 +387,7 @@ def describe(prep: ModalPrepared) -> tuple[dict, dict]:
     modes = {k: int(m.n_modes) for k, m in prep.models.items()}
     objects = {k: {"modes": n, "radiation": prep.radiation.get(k, "none (no modes below f_max)")}
                for k, n in modes.items()}
+    objects.update({k: {"modes": 0, "note": why} for k, why in (prep.notes or {}).items()})
     return {"modes": modes, "radiation": prep.radiation}, objects
 
 

@@ -41,7 +41,7 @@ from ..errors import InputError
 ENTRY_POINT_GROUP = "impactsound.sources"
 #: modules of the built-in source kinds, in the order they are listed
 BUILTIN = ("impactsound.sources.modal", "impactsound.sources.pan.source", "impactsound.sources.ground.source",
-           "impactsound.sources.granular.source")
+           "impactsound.sources.granular.source", "impactsound.sources.shell.source")
 
 
 class NoOptions(BaseModel):

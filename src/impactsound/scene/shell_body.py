@@ -1,0 +1,182 @@
+"""Thin-shell scene objects: the ``shell = {...}`` option of an ``[[object]]``.
+
+A shell object is a mid-surface (a built-in shell shape of scene/shells.py, or any open or closed triangle mesh
+file) with a wall thickness h. Two geometries come from it:
+
+* the *sound* geometry, the mid-surface itself: the discrete-shell model, its modes, the contact points of the
+  events and the radiation are all on it (Chadwick, An & James 2009, "Harmonic Shells", sec. 2);
+* the *rigid-body* geometry, a closed surface made by offsetting the mid-surface by +-h_c/2 along its vertex
+  normals and closing the free boundaries with a strip (:func:`thicken`): the rigid-body engine collides it (its
+  convex hull, or its convex decomposition when it is concave, cached like any asset) and the contact stage
+  measures curvature on it. h_c = max(h, ``collision_thickness``) keeps very thin walls from tunnelling.
+
+Mass and inertia are those of the thin shell itself: the lumped vertex masses rho h A_i / 3 of the shell model
+(A_i the areas of the triangles at vertex i), i.e. mass = rho h area, not the thickened solid's.
+
+Units: metres, kilograms, seconds. The body frame has its origin at the shell's centre of mass and the axes of
+the mesh file (or of the built-in shape: axis of revolution along +z).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..errors import InputError, MeshError
+
+#: default rigid-body wall thickness floor [m]: thinner collision walls tunnel in the rigid-body engine
+COLLISION_THICKNESS = 0.004
+
+
+class ShellSpec(BaseModel):
+    """The ``shell = {...}`` table of an object (thin-shell sound; docs/shells.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+    thickness: float = Field(description="wall thickness h [m], > 0 and smaller than the object")
+    dynamics: Literal["nonlinear", "linear"] = Field(
+        default="nonlinear", description="nonlinear: reduced discrete-shell forces by cubature (Chadwick, An & "
+        "James 2009); linear: the same modes without the nonlinear coupling")
+    radiation: Literal["low_order", "ffat"] = Field(
+        default="low_order", description="low_order: a simple-source surface sum per mode (Rayleigh "
+        "integral for open sheets); ffat: FFAT maps of the thickened surface (not available for shells yet)")
+    modes: int = Field(default=60, ge=1, le=400, description="kept linear modes r (lowest first)")
+    f_max: float = Field(default=20000.0, gt=0, description="highest kept mode frequency [Hz]")
+    resolution: int | float | None = Field(default=None, description="built-in shapes: segments around the "
+                                           "largest circumference (int) or edge length [m] (float); default 48")
+    cubature_target: float = Field(default=0.1, gt=0, lt=1, description="relative training error of the "
+                                   "cubature (the paper's ~10 %)")
+    cubature_elements: int | None = Field(default=None, ge=1, description="most cubature elements "
+                                          "(default 4 x modes)")
+    energy_limit: float = Field(default=2.0, gt=0, description="impulse limiter bound sigma [J/kg] "
+                                "(Algorithm 1: E_max = sigma x mass)")
+    collision_thickness: float = Field(default=COLLISION_THICKNESS, ge=0, description="smallest wall "
+                                       "thickness [m] of the rigid-body collision surface")
+
+
+#: default resolution (segments around the largest circumference) of built-in shells in scenes
+SCENE_SEGMENTS = 48
+
+
+@dataclass
+class ShellSetup:
+    """A scene object's thin-shell data (body frame, metres).
+
+    vertices (Nv, 3), faces (Nf, 3): the mid-surface, centred on the shell's centre of mass; thickness h [m];
+    spec: the validated :class:`ShellSpec`; source: where the surface came from; surface_hash: content hash of
+    (vertices, faces) in the body frame.
+    """
+
+    vertices: np.ndarray
+    faces: np.ndarray
+    thickness: float
+    spec: ShellSpec
+    source: str
+    surface_hash: str
+
+
+def vertex_normals(V: np.ndarray, F: np.ndarray) -> np.ndarray:
+    """Area-weighted unit vertex normals of a consistently oriented triangle surface."""
+    n = np.cross(V[F[:, 1]] - V[F[:, 0]], V[F[:, 2]] - V[F[:, 0]])
+    vn = np.zeros_like(V)
+    for k in range(3):
+        np.add.at(vn, F[:, k], n)
+    L = np.linalg.norm(vn, axis=1)
+    if np.any(L == 0):
+        raise MeshError(f"shell: vertex #{int(np.flatnonzero(L == 0)[0])} has no normal (unused or folded)")
+    return vn / L[:, None]
+
+
+def boundary_edges(F: np.ndarray) -> np.ndarray:
+    """Directed edges (a, b) used by exactly one triangle, in that triangle's orientation."""
+    e = np.concatenate([F[:, [0, 1]], F[:, [1, 2]], F[:, [2, 0]]])
+    key = np.sort(e, axis=1)
+    _, inv, cnt = np.unique(key, axis=0, return_inverse=True, return_counts=True)
+    return e[cnt[inv.ravel()] == 1]
+
+
+def thicken(V, F, thickness: float):
+    """Closed surface of the mid-surface (V, F) offset by +-thickness/2 along the vertex normals.
+
+    The outer sheet keeps the orientation of F, the inner sheet is reversed, and each boundary edge (a, b) gets
+    a quad (two triangles) joining the sheets, so the result is watertight and consistently oriented. A closed
+    mid-surface gives two nested sheets (a hollow solid). Returns (vertices (2 Nv, 3), faces)."""
+    V = np.asarray(V, np.float64)
+    F = np.asarray(F, np.int64)
+    n = vertex_normals(V, F)
+    nv = len(V)
+    Vt = np.concatenate([V + 0.5 * thickness * n, V - 0.5 * thickness * n])
+    Ft = [F, F[:, ::-1] + nv]
+    be = boundary_edges(F)
+    if len(be):
+        a, b = be[:, 0], be[:, 1]
+        # outer edge a->b is used by the outer sheet; the strip uses b->a outer and a->b inner
+        Ft += [np.stack([b, a, a + nv], axis=1), np.stack([b, a + nv, b + nv], axis=1)]
+    return Vt, np.concatenate(Ft)
+
+
+def lumped_mass_properties(V, F, thickness: float, rho: float):
+    """Mass [kg], centre of mass (3,) [m] and inertia (3, 3) about it [kg m^2] of a thin shell, from the lumped
+    vertex masses rho h A_i / 3 (the shell model's mass matrix)."""
+    V = np.asarray(V, np.float64)
+    F = np.asarray(F, np.int64)
+    area = 0.5 * np.linalg.norm(np.cross(V[F[:, 1]] - V[F[:, 0]], V[F[:, 2]] - V[F[:, 0]]), axis=1)
+    m = np.bincount(F.ravel(), np.repeat(rho * thickness * area / 3.0, 3), minlength=len(V))
+    M = float(m.sum())
+    com = (m[:, None] * V).sum(axis=0) / M
+    x = V - com
+    I = np.eye(3) * float((m * (x * x).sum(axis=1)).sum()) - (m[:, None, None] * x[:, :, None] * x[:, None, :]).sum(0)
+    return M, com, I
+
+
+def shell_surface(shape: str | None, size: dict, mesh_path: Path | None, scale: float, spec: ShellSpec,
+                  where: str):
+    """The mid-surface (vertices, faces, source text) of a shell object: a built-in shell shape or a mesh file
+    read as stored (open surfaces allowed; no merging or repair)."""
+    from .shells import SHELL_SHAPES, make_shell
+    if shape is not None:
+        if shape not in SHELL_SHAPES:
+            raise InputError(f"{where}.shape = {shape!r}: with shell = {{...}} the shape must be a built-in shell "
+                             f"({', '.join(SHELL_SHAPES)}), or give mesh = '<file>'")
+        res = spec.resolution if spec.resolution is not None else SCENE_SEGMENTS
+        m = make_shell(shape, size, res, where)
+        src = f"shell:{shape}:{sorted(size.items())}:{res}"
+        return np.asarray(m.vertices, np.float64), np.asarray(m.faces, np.int64), src
+    import trimesh
+    if not mesh_path.is_file():
+        raise InputError(f"{where}.mesh: {mesh_path} not found (mesh paths are relative to the scene file)")
+    try:
+        m = trimesh.load(mesh_path, force="mesh", process=False)
+    except Exception as exc:                       # trimesh raises many kinds on a bad file
+        raise MeshError(f"{where}.mesh: cannot read {mesh_path} ({type(exc).__name__}: {exc})") from None
+    V = np.asarray(m.vertices, np.float64) * float(scale)
+    F = np.asarray(m.faces, np.int64)
+    if len(F) == 0:
+        raise MeshError(f"{where}.mesh: {mesh_path} holds no triangles")
+    return V, F, str(mesh_path)
+
+
+def shell_body_geometry(V, F, spec: ShellSpec, material, where: str):
+    """Check a shell object's mid-surface and build its rigid-body data.
+
+    Returns (setup-less tuple) (V_body (Nv, 3) centred on the COM, F, collision mesh (trimesh, closed, body
+    frame), mass [kg], inertia (3, 3) [kg m^2], com (3,) in the mesh's coordinates). Errors name ``where``: bad
+    thickness, non-manifold edges, degenerate triangles (the shell model's checks)."""
+    import trimesh
+    from ..fem.shell import ShellModel
+    h = float(spec.thickness)
+    if not (math.isfinite(h) and h > 0):
+        raise InputError(f"{where}.shell.thickness = {spec.thickness!r} must be a positive wall thickness [m]")
+    try:
+        ShellModel(V, F, h, material)              # mesh and thickness checks (names the faces/edges)
+    except (InputError, MeshError) as exc:
+        raise type(exc)(f"{where}: {exc}") from None
+    mass, com, inertia = lumped_mass_properties(V, F, h, float(material.rho))
+    Vb = V - com
+    hc = max(h, float(spec.collision_thickness))
+    Vt, Ft = thicken(Vb, F, hc)
+    coll = trimesh.Trimesh(Vt, Ft, process=False)
+    return Vb, F, coll, mass, inertia, com

@@ -1,0 +1,92 @@
+"""Compiled time stepping of a struck shell: scheduled contact impulses through the limiter, explicit Newmark,
+modal accelerations out (the kernel of sources/shell/render.py).
+
+The scheme is exactly that of :func:`impactsound.sources.shell.dynamics.integrate` (central difference, damping at
+the new velocity, Chadwick, An & James 2009, sec. 2.3; impulse limiter of sec. 3, Algorithm 1), with the force
+
+    f(q) = Lambda' q                                  (linear)
+    f(q) = Lambda' q + sum_i w_i g_i(q) - K_c q       (nonlinear: cubature, its own linear part K_c replaced)
+
+(render.py explains Lambda' and K_c). The acceleration recorded at step n is q''_n = alpha_n f_ext,n - D v_n -
+f(q_n), with v_n after the impulse of step n.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from ._cubature_kernel import cubature_force
+from .dynamics import _limiter_alpha
+
+
+@njit(cache=True, nogil=True)
+def _force(q, w2, nonlinear, Kc, Ue, X0, wts, gN, R, Qm, th0, interior, A, c_m, c_b, part, out, tmp):
+    r = q.shape[0]
+    if nonlinear:
+        cubature_force(Ue, X0, q, wts, gN, R, Qm, th0, interior, A, c_m, c_b, part, tmp)
+        for a in range(r):
+            s = tmp[a] + w2[a] * q[a]
+            for b in range(r):
+                s -= Kc[a, b] * q[b]
+            out[a] = s
+    else:
+        for a in range(r):
+            out[a] = w2[a] * q[a]
+
+
+@njit(cache=True, nogil=True)
+def run_block(q, v, fint, dt, w2, d, nonlinear, Kc, Ue, X0, wts, gN, R, Qm, th0, interior, A, c_m, c_b, part,
+              n0, sched_step, sched_f, k0, e_max, alphas, branches, qdd):
+    """Steps n0 .. n0 + len(qdd) - 1 in place on (q, v, fint = f(q)); scheduled impulses sched_f[k] (force
+    [N/sqrt(kg)] held over step sched_step[k], ascending) from index k0; returns the next schedule index.
+    alphas/branches get the limiter's factor and branch per schedule row. qdd (nb, r) receives q''_n."""
+    r = q.shape[0]
+    h = 0.5 * dt
+    acc = np.empty(r)
+    fe = np.zeros(r)
+    tmp = np.empty(r)
+    k = k0
+    K = sched_step.shape[0]
+    for i in range(qdd.shape[0]):
+        n = n0 + i
+        have = False
+        if k < K and sched_step[k] == n:
+            have = True
+            vv = 0.0
+            vdv = 0.0
+            dvdv = 0.0
+            pot = 0.0
+            for a in range(r):
+                dv = dt * sched_f[k, a]
+                vv += v[a] * v[a]
+                vdv += v[a] * dv
+                dvdv += dv * dv
+                pot += w2[a] * q[a] * q[a]
+            al, br = _limiter_alpha(vv, vdv, dvdv, pot, e_max)
+            alphas[k] = al
+            branches[k] = br
+            for a in range(r):
+                fe[a] = al * sched_f[k, a]
+                v[a] += dt * fe[a]
+            k += 1
+        for a in range(r):
+            acc[a] = -d[a] * v[a] - fint[a]
+            qdd[i, a] = acc[a] + (fe[a] if have else 0.0)
+            q[a] += dt * v[a] + h * dt * acc[a]
+        _force(q, w2, nonlinear, Kc, Ue, X0, wts, gN, R, Qm, th0, interior, A, c_m, c_b, part, fint, tmp)
+        for a in range(r):
+            v[a] = (v[a] + h * acc[a] - h * fint[a]) / (1.0 + h * d[a])
+        if not math.isfinite(q[0]):
+            return -1
+    return k
+
+
+@njit(cache=True, nogil=True)
+def force_of(q, w2, nonlinear, Kc, Ue, X0, wts, gN, R, Qm, th0, interior, A, c_m, c_b, part):
+    """f(q) (module docstring) as a new array."""
+    out = np.empty(q.shape[0])
+    tmp = np.empty(q.shape[0])
+    _force(q, w2, nonlinear, Kc, Ue, X0, wts, gN, R, Qm, th0, interior, A, c_m, c_b, part, out, tmp)
+    return out

@@ -1,0 +1,161 @@
+"""The ``shell`` source kind: thin-shell objects (``[[object]] shell = {...}``) struck by the scene's contacts.
+
+Per shell object (Chadwick, An & James 2009, "Harmonic Shells"): the discrete-shell model of its mid-surface
+(fem/shell.py), its lowest ``shell.modes`` linear modes below ``shell.f_max`` (cached asset), for
+``dynamics = "nonlinear"`` a cubature of the reduced internal forces (cached asset, resumable training), then
+:func:`~impactsound.sources.shell.render.render_shell`. Other bodies are not rendered here (the modal source
+renders solids); shells are skipped by the modal and acceleration-noise sources, which say so in the sidecar.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ...assets.store import Asset, cache_dir, content_hash, read_asset, write_asset
+from ...contact.curvature import SurfaceCurvature
+from ...contact.stage import contact_stage
+from ...errors import AssetError, InputError
+from ...io.progress import QUIET
+from ..registry import SourceKind, register
+
+MODES_KIND = "shell_modes"
+MODES_KIND_VERSION = 1
+
+
+def shell_modes_cached(setup, material, f_max: float, progress=QUIET):
+    """(ShellModel, ShellModes) of a scene shell, the modes read from the cache when built from the same mid-
+    surface, thickness, material, count and f_max (a stale or corrupted file is recomputed, never used)."""
+    from ...fem.shell import ShellModel, ShellModes, shell_modes
+    spec = setup.spec
+    model = ShellModel(setup.vertices, setup.faces, setup.thickness, material)
+    h = content_hash({"kind": MODES_KIND, "v": MODES_KIND_VERSION, "surface": setup.surface_hash,
+                      "thickness": setup.thickness, "material": material.as_dict(), "modes": int(spec.modes),
+                      "f_max": float(f_max)})
+    path = cache_dir() / f"shell_modes_{h[:40]}.h5"
+    try:
+        a = read_asset(path, MODES_KIND, kind_version=MODES_KIND_VERSION, inputs_hash=h)
+        m = ShellModes(frequencies_hz=a.arrays["frequencies_hz"], omega2=a.arrays["omega2"], U=a.arrays["U"],
+                       damping_ratios=a.arrays["damping_ratios"], rigid_omega2=a.arrays["rigid_omega2"],
+                       info=dict(a.meta.get("info", {})))
+        return model, m, path
+    except AssetError:
+        pass
+    m = shell_modes(model, f_max=f_max, n_modes=int(spec.modes))
+    if not len(m.frequencies_hz):
+        raise InputError(f"shell has no elastic mode below {f_max:g} Hz; raise shell.f_max")
+    info = {k: (v if isinstance(v, (int, float, str)) else str(v)) for k, v in m.info.items()}
+    write_asset(path, Asset(kind=MODES_KIND, kind_version=MODES_KIND_VERSION, inputs_hash=h, arrays={
+        "frequencies_hz": m.frequencies_hz, "omega2": m.omega2, "U": m.U, "damping_ratios": m.damping_ratios,
+        "rigid_omega2": m.rigid_omega2}, meta={"info": info, "units": {"frequencies_hz": "Hz", "U": "1/sqrt(kg)",
+                                                                      "omega2": "rad^2/s^2"}}))
+    return model, m, path
+
+
+def shell_cubature_for(model, modes, spec, progress=QUIET):
+    """The compiled cubature of a shell's reduced nonlinear force, trained (or read from the cache) on poses
+    whose lowest mode moves the shell by about one thickness (Chadwick, An & James 2009, sec. 2.3)."""
+    from .cubature import cached_cubature
+    from .reduced import ReducedShell
+    rs = ReducedShell.from_modes(model, modes)
+    amp = model.thickness / float(np.abs(modes.U[:, 0]).max())
+    kw = dict(amplitude=amp, target=float(spec.cubature_target), max_elements=spec.cubature_elements or 4 * rs.r)
+    h = content_hash({"kind": "scene_shell_cubature", "U": content_hash(np.asarray(modes.U)),
+                      "omega2": content_hash(np.asarray(modes.omega2)), "faces": content_hash(model.faces),
+                      "vertices": content_hash(model.vertices), "h": model.thickness,
+                      "material": model.material.as_dict(), **kw})
+    cub = cached_cubature(cache_dir() / f"shell_cubature_{h[:40]}.h5", h, rs.element_forces, len(model.faces),
+                          rs.omega, **kw)
+    return rs, cub, rs.compiled_cubature(cub)
+
+
+def prepare_shell(body, sample_rate: int, progress=QUIET):
+    """A :class:`~impactsound.sources.shell.render.ShellSound` for a scene body with a shell table."""
+    from .radiation import ShellRadiator
+    from .render import ShellSound, rest_stiffness
+    setup = body.shell
+    spec = setup.spec
+    f_max = min(float(spec.f_max), 0.45 * float(sample_rate))
+    with progress.stage(f"shell modes of {body.name}"):
+        model, modes, mpath = shell_modes_cached(setup, body.material, f_max, progress)
+    omega = np.sqrt(np.asarray(modes.omega2, np.float64))
+    info = {"dynamics": spec.dynamics, "radiation": "low_order (simple-source surface sum)",
+            "modes": int(len(omega)), "f_hz": [float(omega[0] / (2 * np.pi)), float(omega[-1] / (2 * np.pi))],
+            "thickness_m": setup.thickness, "vertices": int(len(setup.vertices)),
+            "triangles": int(len(setup.faces)), "modes_asset": str(mpath)}
+    cc, Kc = None, None
+    if spec.dynamics == "nonlinear":
+        with progress.stage(f"shell cubature of {body.name}") as update:
+            rs, cub, cc = shell_cubature_for(model, modes, spec, update)
+        amp = setup.thickness / float(np.abs(modes.U[:, 0]).max())
+        Kc = rest_stiffness(cc, rs.r, 1e-6 * amp)
+        info.update(cubature_elements=int(len(cub.elements)), cubature_train_error=float(cub.train_error),
+                    cubature_holdout_error=float(cub.holdout_error))
+    progress.message(f"  {body.name}: thin shell, {len(omega)} modes {info['f_hz'][0]:.0f}-{info['f_hz'][1]:.0f} "
+                     f"Hz, {spec.dynamics}" + (f", {info['cubature_elements']} cubature elements" if cc else ""))
+    rad = ShellRadiator.from_surface(setup.vertices, setup.faces, modes.U, omega)
+    return ShellSound(vertices=setup.vertices, faces=setup.faces, U=np.asarray(modes.U), omega=omega,
+                      xi=np.asarray(modes.damping_ratios, np.float64) * np.ones_like(omega), mass=body.mass,
+                      energy_limit=float(spec.energy_limit), radiator=rad, cubature=cc, Kc=Kc, info=info)
+
+
+@dataclass
+class ShellPrepared:
+    """{body name: ShellSound} of the scene's shells, and render statistics filled by :func:`render`."""
+
+    sounds: dict
+    stats: dict = field(default_factory=dict)
+
+
+def prepare(scene, progress=QUIET) -> ShellPrepared:
+    for body in scene.bodies:
+        if body.shell is not None and body.shell.spec.radiation == "ffat":
+            raise InputError(f"{scene.path}: object {body.name}: shell.radiation = \"ffat\" is not available for "
+                             "thin shells yet (FFAT maps need BEM solves on the thickened surface); use "
+                             "radiation = \"low_order\"")
+    sounds = {b.name: prepare_shell(b, scene.sample_rate, progress) for b in scene.bodies if b.shell is not None}
+    if not sounds:
+        progress.message("  shell: no object has a shell = {...} table; nothing to render")
+    return ShellPrepared(sounds)
+
+
+def render(prep: ShellPrepared, ctx) -> dict:
+    """Pressure [Pa] of every shell at the listeners: {body name: (L, n_samples)}."""
+    from ...transfer import hrtf
+    from .render import render_shell
+    scene = ctx.scene
+    names = [b.name for b in scene.bodies]
+    surf = {n: SurfaceCurvature(s.vertices, s.faces) for n, s in prep.sounds.items()}
+    out = {}
+    if not prep.sounds:
+        return out
+    stage = contact_stage(ctx.events, scene.bodies, scene.ground, surfaces=surf)
+    ears = ctx.ears
+    for name, snd in prep.sounds.items():
+        i = names.index(name)
+        bc = stage.of(i)
+        xl_b = bc.listeners(ctx.listeners)
+        gains = None
+        binaural = np.isfinite(ears).all(axis=1)
+        if binaural.any() and len(bc.rows):
+            gains = np.ones((len(bc.rows), len(ctx.listeners), snd.r))
+            for l in np.flatnonzero(binaural):
+                theta = hrtf.ear_angle(ears[l], ctx.listeners[l], bc.position)
+                gains[:, l] = hrtf.head_shadow(snd.omega[None, :], theta[:, None], c=scene.air.c)
+        with ctx.progress.stage(f"shell {name} ({snd.info['dynamics']})") as update:
+            y, st = render_shell(snd, ctx.events.t[bc.rows], bc.tau, bc.face, bc.bary, bc.impulse, xl_b,
+                                 ctx.sample_rate, ctx.n_samples, c=scene.air.c, rho=scene.air.rho, gains=gains,
+                                 progress=update)
+        prep.stats[name] = st
+        out[name] = y
+    return out
+
+
+def describe(prep: ShellPrepared) -> tuple[dict, dict]:
+    objects = {n: {"shell": {**s.info, **prep.stats.get(n, {})}} for n, s in prep.sounds.items()}
+    return {"shells": sorted(prep.sounds)}, objects
+
+
+SOURCE = register(SourceKind(
+    name="shell", prepare=prepare, render=render, describe=describe,
+    summary="thin shells (shell = {...} objects): linear or nonlinear (cubature) modal dynamics, impulse limiter"))
