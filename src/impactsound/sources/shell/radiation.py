@@ -38,7 +38,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 from ...errors import InputError
 
@@ -111,12 +111,12 @@ class ShellRadiator:
         return B, d0
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True)
 def _bins(P, Y, N, A, un, closed, rho, per_m, B, d0):
     n_p, n_f, r = P.shape[0], Y.shape[0], un.shape[1]
     nb = B.shape[1]
     c0 = rho / (2.0 * np.pi)
-    for p in prange(n_p):
+    for p in range(n_p):
         rmin = np.inf
         for f in range(n_f):
             R = np.sqrt((P[p, 0] - Y[f, 0]) ** 2 + (P[p, 1] - Y[f, 1]) ** 2 + (P[p, 2] - Y[f, 2]) ** 2)
@@ -147,11 +147,11 @@ def _bins(P, Y, N, A, un, closed, rho, per_m, B, d0):
                 B[p, b + 1, j] += fr * a
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True)
 def _sum(P, Y, N, A, un, k, closed, rho, re, im):
     n_p, n_f, r = P.shape[0], Y.shape[0], k.shape[0]
     c0 = rho / (2.0 * np.pi)
-    for p in prange(n_p):
+    for p in range(n_p):
         r0 = np.sqrt(P[p, 0] ** 2 + P[p, 1] ** 2 + P[p, 2] ** 2)
         for f in range(n_f):
             dx, dy, dz = P[p, 0] - Y[f, 0], P[p, 1] - Y[f, 1], P[p, 2] - Y[f, 2]
