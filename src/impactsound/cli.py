@@ -97,17 +97,23 @@ def _event_log_warnings():
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("out"),
               show_default=True, help="Output folder for demo.wav and demo.png (debris.wav, debris.png and the "
               "generated scene in debris_scene/ for --scene debris).")
-@click.option("--scene", "which", type=click.Choice(["objects", "debris", "pour"]), default="objects",
+@click.option("--scene", "which", type=click.Choice(["objects", "debris", "pour", "shells"]), default="objects",
               show_default=True,
               help="objects: five objects dropped on a wooden floor; debris: hundreds of random convex glass "
                    "fragments falling onto a concrete floor (every fragment's acceleration noise from the proxy "
                    "soundbank); pour: glass beads poured from a funnel into a ceramic cup, empty then partly "
-                   "full (DIR/pour.wav, DIR/pour.png).")
+                   "full (DIR/pour.wav, DIR/pour.png); shells: a steel trash can knocked over and a cymbal struck "
+                   "softly then hard, nonlinear and linear thin-shell sound (DIR/shells.wav, DIR/shells.png).")
 @click.pass_obj
 def demo(obj: _Ctx, out_dir: Path, which: str):
     """Render a built-in demo scene to DIR/demo.wav and DIR/demo.png (or DIR/debris.wav and DIR/debris.png)."""
     from .pipeline import render_scene
     from .scene import demo_scene_path, load_scene
+    if which == "shells":
+        from .shells_demo import shells_demo
+        for p in shells_demo(out_dir, obj.progress):
+            click.echo(str(p))
+        return
     if which == "pour":
         from .cli_granular import pour_demo
         for p in pour_demo(out_dir, obj.progress):

@@ -30,19 +30,44 @@ Training (An, Kim & James 2008; Chadwick, An & James 2009, sec. 2.3):
   relative force error.
 * Greedy selection. Each iteration draws a random candidate subset of the not yet chosen elements, picks the
   candidate whose column (its stacked, normalised forces) has the largest positive normalised inner product with
-  the current residual b - A w, adds it, and refits all weights with non-negative least squares
-  (scipy.optimize.nnls). It stops when the relative training error reaches ``target`` or ``max_elements``
-  elements are chosen (or no element reduces the residual). Elements whose weight ends at exactly 0 are dropped
-  from the returned cubature (they cost run time and contribute nothing).
+  the current residual b - A w, adds it, and refits all weights with non-negative least squares. It stops when
+  the relative training error reaches ``target`` or ``max_elements`` elements are chosen (or no element reduces
+  the residual). Elements whose weight ends at exactly 0 are dropped from the returned cubature (they cost run
+  time and contribute nothing).
+* Refit (this module's numerics, not the paper's). The columns go into preallocated storage (grown by doubling),
+  and a thin QR factorisation A = Q R is extended by one column per iteration (classical Gram-Schmidt, applied
+  twice, "CGS2"; a column numerically inside the span of the earlier ones gets a zero diagonal). Then
+  min ||A w - b|| over w >= 0 equals min ||R w - Q^T b|| over w >= 0 (they differ by the constant
+  ||(I - Q Q^T) b||^2), so the Lawson-Hanson NNLS (scipy.optimize.nnls) runs on the n x n system instead of
+  the (P r) x n one: O(n^3) instead of O(P r n^2) per refit. The weights agree with an NNLS on A to rounding
+  (about 1e-14 relative in tests), so later greedy choices may differ from an NNLS on A where two candidates
+  score equal to rounding; the error ||A w - b|| is always computed from the stored columns themselves.
 * Validation. A held-out set of poses, drawn the same way, gives the held-out relative error of the result.
+
+Parallel work. With ``map_fn`` (:func:`impactsound.parallel.map_tasks` or a ``functools.partial`` of it), the
+full forces (the sum over all N elements, in chunks of ``chunk`` elements) run as tasks, and so does an
+iteration's candidate scoring when it spans at least ``map_min_chunks`` chunks (each task scores one chunk; the
+best candidate of each chunk comes back and the first best in candidate order wins). Chunks are fixed by
+``chunk`` alone, never by the worker count, and partial sums are added in chunk order in this process, so the
+result is bitwise the one of a serial run (given element forces that are deterministic across processes). A
+local process pool is started per ``map_fn`` call (seconds), which is why small per-iteration scorings stay in
+this process. The element model may also bind the poses itself: an ``element_forces`` object with a method
+``bind_poses(pose_sets, map_fn=None, progress=None)`` returns, for each (P, r) pose array, an object with
+``forces(elements)`` (P, k, r), ``full()`` (P, r) (the exact reduced forces) and ``task(idx)`` -> ``(fn,
+payload)`` with ``fn(payload)`` = ``forces(idx)`` (picklable, for the scoring tasks); the shell trainer
+(:mod:`impactsound.sources.shell.train`) uses this to compute each pose's element forces once. All of training
+runs with one BLAS thread (:func:`impactsound.parallel.single_threaded_blas`), so that rounding does not depend
+on the thread count.
 
 Reproducibility and resumption. All randomness comes from ``seed``: the poses from one generator, and the
 candidate subset of iteration k from a generator seeded with (seed, k), so the run does not depend on how it was
 split. The column of a chosen element is always computed by a call for that element alone. Every
 ``checkpoint_every`` iterations the chosen elements, weights and error history are written atomically as an
 asset (kind ``shell_cubature_checkpoint``) whose inputs hash combines the caller's inputs hash with all training
-settings; a later call with the same hash and settings resumes from it and gives bitwise the same result as an
-uninterrupted run. A checkpoint with any other hash is ignored (and overwritten).
+settings; a later call with the same hash and settings resumes from it (replaying the column appends of the QR
+factorisation in the same order) and gives bitwise the same result as an uninterrupted run. With
+``checkpoint_on_interrupt`` an interrupt (Ctrl-C) also writes the last completed iteration first. A checkpoint
+with any other hash, or from an earlier layout version (other numerics), is ignored (and overwritten).
 """
 from __future__ import annotations
 
@@ -60,7 +85,7 @@ from ...errors import AssetError, InputError
 KIND = "shell_cubature"
 KIND_VERSION = 1
 CHECKPOINT_KIND = "shell_cubature_checkpoint"
-CHECKPOINT_KIND_VERSION = 1
+CHECKPOINT_KIND_VERSION = 2     # 2: weights refit on the incremental QR factor (module docstring, "Refit")
 
 ElementForces = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
@@ -134,17 +159,20 @@ def training_poses(n_poses: int, scales, rng: np.random.Generator) -> np.ndarray
     return rng.standard_normal((int(n_poses), s.size)) * s[None, :]
 
 
-def _call_forces(element_forces: ElementForces, Q: np.ndarray, elements: np.ndarray) -> np.ndarray:
-    G = np.asarray(element_forces(Q, elements), dtype=float)
-    want = (Q.shape[0], elements.size, Q.shape[1])
+def _check_forces(G, want, elements) -> np.ndarray:
+    G = np.asarray(G, dtype=float)
     if G.shape != want:
         raise InputError(f"cubature: element_forces returned shape {G.shape}, expected {want} "
                          f"(poses, elements, modes)")
     if not np.all(np.isfinite(G)):
-        bad = elements[np.nonzero(~np.all(np.isfinite(G), axis=(0, 2)))[0]]
+        bad = np.asarray(elements)[np.nonzero(~np.all(np.isfinite(G), axis=(0, 2)))[0]]
         raise InputError(f"cubature: element_forces returned non-finite forces for element(s) "
                          f"{bad[:10].tolist()}; check the element model or lower the pose amplitude")
     return G
+
+
+def _call_forces(element_forces: ElementForces, Q: np.ndarray, elements: np.ndarray) -> np.ndarray:
+    return _check_forces(element_forces(Q, elements), (Q.shape[0], elements.size, Q.shape[1]), elements)
 
 
 def full_force(element_forces: ElementForces, n_elements: int, Q, chunk: int = 4096) -> np.ndarray:
@@ -171,8 +199,7 @@ def full_force(element_forces: ElementForces, n_elements: int, Q, chunk: int = 4
     Q2 = np.atleast_2d(Q)
     n_elements = _check_count(n_elements)
     total = np.zeros_like(Q2)
-    for start in range(0, n_elements, int(chunk)):
-        idx = np.arange(start, min(start + int(chunk), n_elements), dtype=np.int64)
+    for idx in _chunks(np.arange(n_elements, dtype=np.int64), chunk):
         total += _call_forces(element_forces, Q2, idx).sum(axis=1)
     return total[0] if single else total
 
@@ -214,6 +241,66 @@ def _check_count(n_elements) -> int:
     return n
 
 
+def _chunks(idx: np.ndarray, chunk: int) -> list[np.ndarray]:
+    """``idx`` cut into consecutive pieces of ``chunk`` (the last shorter): fixed by ``chunk`` alone."""
+    c = int(chunk)
+    return [idx[s:s + c] for s in range(0, idx.size, c)]
+
+
+# ------------------------------------------------------------------------------------- element forces at poses
+def _sum_task(args):
+    """Task: sum over one chunk of elements of g_i at all poses, (P, r)."""
+    element_forces, Q, idx = args
+    from ...parallel import single_threaded_blas
+    with single_threaded_blas():
+        return _call_forces(element_forces, Q, idx).sum(axis=1)
+
+
+def _forces_task(payload):
+    """Task payload of :class:`_CallablePoses`: the (P, k, r) forces of one chunk."""
+    element_forces, Q, idx = payload
+    return _call_forces(element_forces, Q, idx)
+
+
+class _CallablePoses:
+    """A plain ``element_forces(Q, elements)`` callable at fixed poses Q (module docstring, "Parallel work")."""
+
+    def __init__(self, element_forces, n_elements: int, Q: np.ndarray, chunk: int, map_fn, progress):
+        self.ef, self.n, self.Q, self.chunk, self.map_fn, self.progress = (element_forces, n_elements, Q,
+                                                                           int(chunk), map_fn, progress)
+
+    def forces(self, elements) -> np.ndarray:
+        return _call_forces(self.ef, self.Q, np.asarray(elements, dtype=np.int64))
+
+    def task(self, idx):
+        return _forces_task, (self.ef, self.Q, idx)
+
+    def full(self) -> np.ndarray:
+        chunks = _chunks(np.arange(self.n, dtype=np.int64), self.chunk)
+        if self.map_fn is not None and len(chunks) > 1:
+            parts = self.map_fn(_sum_task, [(self.ef, self.Q, idx) for idx in chunks], progress=self.progress)
+        else:
+            parts = []
+            for i, idx in enumerate(chunks):
+                parts.append(_call_forces(self.ef, self.Q, idx).sum(axis=1))
+                if self.progress is not None:
+                    self.progress((i + 1) / len(chunks))
+        total = np.zeros_like(self.Q)
+        for p in parts:                                   # in chunk order, as full_force does
+            total += p
+        return total
+
+
+def _bind(element_forces, n_elements, pose_sets, chunk, map_fn, progress):
+    hook = getattr(element_forces, "bind_poses", None)
+    if hook is not None:
+        bound = list(hook(pose_sets, map_fn=map_fn, progress=progress))
+        if len(bound) != len(pose_sets):
+            raise InputError(f"cubature: bind_poses returned {len(bound)} pose sets for {len(pose_sets)}")
+        return bound
+    return [_CallablePoses(element_forces, n_elements, Q, chunk, map_fn, progress) for Q in pose_sets]
+
+
 # --------------------------------------------------------------------------------------------------- training
 def _normalised_targets(F: np.ndarray):
     """Per-pose scale 1/||f~(q_p)|| (1 for a pose with zero force) and the stacked normalised targets."""
@@ -222,20 +309,94 @@ def _normalised_targets(F: np.ndarray):
     return scale, (F * scale[:, None]).ravel()
 
 
-def _column(element_forces, Q, scale, e: int) -> np.ndarray:
+def _column(bound, scale, e: int) -> np.ndarray:
     """Stacked, per-pose normalised forces of element e alone (always by a call for e alone: reproducible)."""
-    G = _call_forces(element_forces, Q, np.array([e], dtype=np.int64))[:, 0, :]
+    G = bound.forces(np.array([e], dtype=np.int64))[:, 0, :]
     return (G * scale[:, None]).ravel()
 
 
-def _nnls(A: np.ndarray, b: np.ndarray) -> np.ndarray:
-    from scipy.optimize import nnls
-    w, _ = nnls(A, b, maxiter=50 * A.shape[1] + 100)
-    return w
+def _score_task(args):
+    """Task: the best candidate of one chunk, (element, score) with score 0.0 and element None when no column
+    has a positive normalised inner product with the residual (An et al. 2008)."""
+    fn, payload, scale, residual, idx = args
+    from ...parallel import single_threaded_blas
+    with single_threaded_blas():
+        return _score_chunk(fn(payload), scale, residual, idx)
 
 
-def _rel(A: np.ndarray, w: np.ndarray, b: np.ndarray, bnorm: float) -> float:
-    return float(np.linalg.norm(A @ w - b) / bnorm) if bnorm > 0 else 0.0
+def _score_chunk(G, scale, residual, idx):
+    P, k, r = G.shape
+    G = G * scale[:, None, None]
+    C = np.transpose(G, (1, 0, 2)).reshape(k, P * r)
+    norms = np.linalg.norm(C, axis=1)
+    dots = C @ residual
+    score = np.where(norms > 0, dots / np.where(norms > 0, norms, 1.0), 0.0)
+    j = int(np.argmax(score))
+    return (int(idx[j]), float(score[j])) if score[j] > 0 else (None, 0.0)
+
+
+class _LeastSquares:
+    """The greedy's least-squares state: columns A (stored transposed, rows appended), the thin QR A = Q R
+    extended one column at a time (CGS2), c = Q^T b. Storage grows by doubling up to ``cap_max`` columns."""
+
+    def __init__(self, b: np.ndarray, cap_max: int):
+        self.b = b
+        self.m = b.size
+        self.n = 0
+        self.cap_max = max(1, int(cap_max))
+        cap = min(self.cap_max, 64)
+        self.At = np.empty((cap, self.m))
+        self.Qt = np.empty((cap, self.m))
+        self.R = np.zeros((cap, cap))
+        self.c = np.zeros(cap)
+
+    def _grow(self):
+        cap = min(self.cap_max, 2 * self.At.shape[0])
+        for name in ("At", "Qt"):
+            old = getattr(self, name)
+            new = np.empty((cap, self.m))
+            new[:self.n] = old[:self.n]
+            setattr(self, name, new)
+        R = np.zeros((cap, cap))
+        R[:self.n, :self.n] = self.R[:self.n, :self.n]
+        c = np.zeros(cap)
+        c[:self.n] = self.c[:self.n]
+        self.R, self.c = R, c
+
+    def append(self, a: np.ndarray) -> None:
+        k = self.n
+        if k == self.At.shape[0]:
+            self._grow()
+        self.At[k] = a
+        if k:
+            Qk = self.Qt[:k]
+            h = Qk @ a
+            v = a - Qk.T @ h
+            h2 = Qk @ v                                  # second pass: orthogonal to working precision
+            v -= Qk.T @ h2
+            h += h2
+            self.R[:k, k] = h
+        else:
+            v = a.copy()
+        rho = float(np.linalg.norm(v))
+        anorm = float(np.linalg.norm(a))
+        if rho > 64 * np.finfo(float).eps * anorm and rho > 0:
+            self.Qt[k] = v / rho
+        else:                                            # inside the span of the earlier columns
+            rho = 0.0
+            self.Qt[k] = 0.0
+        self.R[k, k] = rho
+        self.c[k] = float(self.Qt[k] @ self.b)
+        self.n = k + 1
+
+    def solve(self) -> np.ndarray:
+        from scipy.optimize import nnls
+        n = self.n
+        w, _ = nnls(np.ascontiguousarray(self.R[:n, :n]), self.c[:n].copy(), maxiter=50 * n + 100)
+        return w
+
+    def residual(self, w: np.ndarray) -> np.ndarray:
+        return self.b - self.At[:self.n].T @ w
 
 
 def train_cubature(element_forces: ElementForces, n_elements: int, omegas, *, amplitude: float | None = None,
@@ -243,13 +404,15 @@ def train_cubature(element_forces: ElementForces, n_elements: int, omegas, *, am
                    target: float = 0.1, max_elements: int | None = None, n_candidates: int | None = 256,
                    seed: int = 0, inputs_hash: str = "", checkpoint: str | os.PathLike | None = None,
                    checkpoint_every: int = 10, max_iterations: int | None = None,
-                   chunk: int = 4096) -> Cubature:
+                   chunk: int = 4096, map_fn=None, map_min_chunks: int = 2, progress=None,
+                   on_iteration=None, checkpoint_on_interrupt: bool = False) -> Cubature:
     """Train a sparse non-negative cubature greedily (module docstring; An, Kim & James 2008).
 
     Parameters
     ----------
     element_forces : callable
-        (Q (P, r), elements (k,) int64) -> (P, k, r) reduced element forces [N/sqrt(kg)].
+        (Q (P, r), elements (k,) int64) -> (P, k, r) reduced element forces [N/sqrt(kg)]; optionally with a
+        ``bind_poses`` method (module docstring, "Parallel work").
     n_elements : int
         N, number of elements (indices 0..N-1).
     omegas : array_like, shape (r,)
@@ -281,7 +444,20 @@ def train_cubature(element_forces: ElementForces, n_elements: int, omegas, *, am
         Stop after this many greedy iterations in this call (the result is then partial,
         ``meta["stop_reason"] == "max_iterations"``); a later call with the same checkpoint resumes.
     chunk : int, optional
-        Elements per call when summing the full forces.
+        Elements per call (and per task) when summing the full forces and scoring candidates.
+    map_fn : callable, optional
+        ``map_fn(fn, tasks, progress=None) -> [fn(t) for t in tasks]`` (:func:`impactsound.parallel.map_tasks`
+        or a partial of it): runs the full-force chunks and large candidate scorings as tasks. The result does
+        not depend on it (bitwise).
+    map_min_chunks : int, optional
+        An iteration's scoring goes through ``map_fn`` only when its candidates span at least this many chunks.
+    progress : callable, optional
+        ``progress(fraction)`` while the full forces (targets) are computed.
+    on_iteration : callable, optional
+        ``on_iteration(info)`` after each greedy iteration (and once on resuming), info a dict with
+        ``iteration``, ``elements``, ``train_error``, ``target``, ``max_elements``, ``resumed_from``.
+    checkpoint_on_interrupt : bool, optional
+        On KeyboardInterrupt, write the last completed iteration to ``checkpoint`` before re-raising.
 
     Returns
     -------
@@ -320,21 +496,37 @@ def train_cubature(element_forces: ElementForces, n_elements: int, omegas, *, am
         raise InputError(f"cubature: checkpoint_every must be >= 1, got {checkpoint_every}")
     if max_iterations is not None and int(max_iterations) < 0:
         raise InputError(f"cubature: max_iterations must be >= 0, got {max_iterations}")
+    if int(chunk) < 1 or int(map_min_chunks) < 1:
+        raise InputError(f"cubature: chunk and map_min_chunks must be >= 1, got {chunk}, {map_min_chunks}")
 
     settings = {"n_elements": n_elements, "omegas": w_modes, "scales": s, "n_train": int(n_train),
                 "n_holdout": int(n_holdout), "target": float(target), "max_elements": max_elements,
-                "n_candidates": None if n_candidates is None else int(n_candidates), "seed": int(seed)}
+                "n_candidates": None if n_candidates is None else int(n_candidates), "seed": int(seed),
+                "chunk": int(chunk)}
     ckpt_hash = content_hash(CHECKPOINT_KIND, CHECKPOINT_KIND_VERSION, inputs_hash, settings)
+    from ...parallel import single_threaded_blas
+    with single_threaded_blas():
+        return _train(element_forces, n_elements, w_modes, s, int(n_train), int(n_holdout), float(target),
+                      max_elements, n_candidates, int(seed), checkpoint, int(checkpoint_every), max_iterations,
+                      int(chunk), map_fn, int(map_min_chunks), progress, on_iteration,
+                      bool(checkpoint_on_interrupt), ckpt_hash)
 
+
+def _train(element_forces, n_elements, w_modes, s, n_train, n_holdout, target, max_elements, n_candidates,
+           seed, checkpoint, checkpoint_every, max_iterations, chunk, map_fn, map_min_chunks, progress,
+           on_iteration, checkpoint_on_interrupt, ckpt_hash) -> Cubature:
+    import time
+    t0 = time.perf_counter()
     # poses and targets (one generator for the poses; the candidate draws use (seed, iteration))
-    rng = np.random.default_rng([int(seed), 0x5C0BA7])
+    rng = np.random.default_rng([seed, 0x5C0BA7])
     Q = training_poses(n_train, s, rng)
     Qh = training_poses(n_holdout, s, rng)
-    scale, b = _normalised_targets(full_force(element_forces, n_elements, Q, chunk))
+    train_set, hold_set = _bind(element_forces, n_elements, [Q, Qh], chunk, map_fn, progress)
+    scale, b = _normalised_targets(_check_full(train_set.full(), Q.shape))
     bnorm = float(np.linalg.norm(b))
+    ls = _LeastSquares(b, max_elements)
 
     chosen: list[int] = []
-    cols: list[np.ndarray] = []
     w = np.zeros(0)
     history: list[float] = []
     resumed = 0
@@ -344,42 +536,56 @@ def train_cubature(element_forces: ElementForces, n_elements: int, omegas, *, am
             chosen = [int(e) for e in state["elements"]]
             w = state["weights"].astype(float)
             history = [float(x) for x in state["history"]]
-            cols = [_column(element_forces, Q, scale, e) for e in chosen]
+            for e in chosen:                           # replayed in order: the same R and Q bits
+                ls.append(_column(train_set, scale, e))
             resumed = len(history)
-    A = np.column_stack(cols) if cols else np.zeros((b.size, 0))
     err = history[-1] if history else (1.0 if bnorm > 0 else 0.0)
-    residual = b - A @ w if cols else b.copy()
+    residual = ls.residual(w) if chosen else b.copy()
     in_set = np.zeros(n_elements, dtype=bool)
     in_set[chosen] = True
 
+    def report():
+        if on_iteration is not None:
+            on_iteration({"iteration": len(history), "elements": len(chosen), "train_error": float(err),
+                          "target": target, "max_elements": max_elements, "resumed_from": resumed})
+
+    if resumed:
+        report()
     stop = ""
     done_here = 0
     it = len(history)
-    while True:
-        if err <= target:
-            stop = "target"
-        elif len(chosen) >= max_elements:
-            stop = "max_elements"
-        elif max_iterations is not None and done_here >= int(max_iterations):
-            stop = "max_iterations"
-        if stop:
-            break
-        e = _pick(element_forces, Q, scale, residual, in_set, n_candidates, seed, it, chunk)
-        if e is None:
-            stop = "no_improvement"
-            break
-        chosen.append(e)
-        in_set[e] = True
-        cols.append(_column(element_forces, Q, scale, e))
-        A = np.column_stack(cols)
-        w = _nnls(A, b)
-        residual = b - A @ w
-        err = _rel(A, w, b, bnorm)
-        history.append(err)
-        it += 1
-        done_here += 1
-        if checkpoint is not None and it % int(checkpoint_every) == 0:
+    try:
+        while True:
+            if err <= target:
+                stop = "target"
+            elif len(chosen) >= max_elements:
+                stop = "max_elements"
+            elif max_iterations is not None and done_here >= int(max_iterations):
+                stop = "max_iterations"
+            if stop:
+                break
+            e = _pick(train_set, scale, residual, in_set, n_candidates, seed, it, chunk, map_fn, map_min_chunks)
+            if e is None:
+                stop = "no_improvement"
+                break
+            ls.append(_column(train_set, scale, e))
+            w_new = ls.solve()
+            res_new = ls.residual(w_new)
+            err_new = float(np.linalg.norm(res_new) / bnorm) if bnorm > 0 else 0.0
+            # commit the iteration (an interrupt before this line leaves the previous one intact)
+            chosen.append(e)
+            in_set[e] = True
+            w, residual, err = w_new, res_new, err_new
+            history.append(err)
+            it += 1
+            done_here += 1
+            if checkpoint is not None and it % int(checkpoint_every) == 0:
+                _write_checkpoint(checkpoint, ckpt_hash, chosen, w, history)
+            report()
+    except KeyboardInterrupt:
+        if checkpoint is not None and checkpoint_on_interrupt and len(history) > resumed:
             _write_checkpoint(checkpoint, ckpt_hash, chosen, w, history)
+        raise
     if checkpoint is not None:
         _write_checkpoint(checkpoint, ckpt_hash, chosen, w, history)
 
@@ -389,18 +595,33 @@ def train_cubature(element_forces: ElementForces, n_elements: int, omegas, *, am
     meta = {"settings_hash": ckpt_hash, "stop_reason": stop, "resumed_from_iteration": resumed,
             "iterations": len(history), "n_train": int(n_train), "n_holdout": int(n_holdout),
             "target": float(target), "seed": int(seed), "scales_m_sqrtkg": s.tolist(),
-            "omegas_rad_s": w_modes.tolist(), "n_elements_total": n_elements}
+            "omegas_rad_s": w_modes.tolist(), "n_elements_total": n_elements,
+            "refit": "nnls on the incremental QR factor (CGS2)"}
     cub = Cubature(elements=elements, weights=weights, train_error=float(err), holdout_error=math.nan,
                    history=np.asarray(history, dtype=float), meta=meta)
     if Qh.shape[0] > 0:
-        sh, bh = _normalised_targets(full_force(element_forces, n_elements, Qh, chunk))
-        est = cubature_force(cub, element_forces, Qh) * sh[:, None]
+        sh, bh = _normalised_targets(_check_full(hold_set.full(), Qh.shape))
+        if cub.elements.size == 0:
+            est = np.zeros_like(Qh)
+        else:
+            est = np.einsum("per,e->pr", hold_set.forces(cub.elements), cub.weights)
+        est = est * sh[:, None]
         bhn = float(np.linalg.norm(bh))
         cub.holdout_error = float(np.linalg.norm(est.ravel() - bh) / bhn) if bhn > 0 else 0.0
+    cub.meta["train_time_s"] = time.perf_counter() - t0
     return cub
 
 
-def _pick(element_forces, Q, scale, residual, in_set, n_candidates, seed, it, chunk):
+def _check_full(F, shape) -> np.ndarray:
+    F = np.asarray(F, dtype=float)
+    if F.shape != shape:
+        raise InputError(f"cubature: the full reduced forces have shape {F.shape}, expected {shape}")
+    if not np.all(np.isfinite(F)):
+        raise InputError("cubature: the full reduced forces are not finite; lower the pose amplitude")
+    return F
+
+
+def _pick(bound, scale, residual, in_set, n_candidates, seed, it, chunk, map_fn, map_min_chunks):
     """The candidate with the largest positive normalised correlation with the residual (An et al. 2008);
     falls back to all remaining elements when the random subset has none; None when no element has any."""
     remaining = np.flatnonzero(~in_set)
@@ -411,19 +632,20 @@ def _pick(element_forces, Q, scale, residual, in_set, n_candidates, seed, it, ch
         rng = np.random.default_rng([int(seed), 0xCA7D, int(it)])
         subsets.append(np.sort(rng.choice(remaining, size=int(n_candidates), replace=False)))
     subsets.append(remaining)
-    P, r = Q.shape
     for cand in subsets:
+        chunks = _chunks(cand, chunk)
+        if map_fn is not None and len(chunks) >= map_min_chunks:
+            tasks = []
+            for idx in chunks:
+                fn, payload = bound.task(idx)
+                tasks.append((fn, payload, scale, residual, idx))
+            results = map_fn(_score_task, tasks)
+        else:
+            results = [_score_chunk(bound.forces(idx), scale, residual, idx) for idx in chunks]
         best, best_score = None, 0.0
-        for start in range(0, cand.size, int(chunk)):
-            idx = cand[start:start + int(chunk)]
-            G = _call_forces(element_forces, Q, idx) * scale[:, None, None]      # (P, k, r)
-            C = np.transpose(G, (1, 0, 2)).reshape(idx.size, P * r)
-            norms = np.linalg.norm(C, axis=1)
-            dots = C @ residual
-            score = np.where(norms > 0, dots / np.where(norms > 0, norms, 1.0), 0.0)
-            j = int(np.argmax(score))
-            if score[j] > best_score:
-                best, best_score = int(idx[j]), float(score[j])
+        for e, sc in results:                            # chunk order: the first best candidate wins
+            if e is not None and sc > best_score:
+                best, best_score = e, sc
         if best is not None:
             return best
     return None

@@ -53,19 +53,14 @@ def shell_modes_cached(setup, material, f_max: float, progress=QUIET):
 
 
 def shell_cubature_for(model, modes, spec, progress=QUIET):
-    """The compiled cubature of a shell's reduced nonlinear force, trained (or read from the cache) on poses
-    whose lowest mode moves the shell by about one thickness (Chadwick, An & James 2009, sec. 2.3)."""
-    from .cubature import cached_cubature
+    """The compiled cubature of a shell's reduced nonlinear force, trained (or read from the cache, keyed by a
+    content hash of the mesh, material, thickness, modes and settings) by
+    :func:`~impactsound.sources.shell.train.shell_cubature` (Chadwick, An & James 2009, sec. 2.3)."""
     from .reduced import ReducedShell
+    from .train import shell_cubature
     rs = ReducedShell.from_modes(model, modes)
-    amp = model.thickness / float(np.abs(modes.U[:, 0]).max())
-    kw = dict(amplitude=amp, target=float(spec.cubature_target), max_elements=spec.cubature_elements or 4 * rs.r)
-    h = content_hash({"kind": "scene_shell_cubature", "U": content_hash(np.asarray(modes.U)),
-                      "omega2": content_hash(np.asarray(modes.omega2)), "faces": content_hash(model.faces),
-                      "vertices": content_hash(model.vertices), "h": model.thickness,
-                      "material": model.material.as_dict(), **kw})
-    cub = cached_cubature(cache_dir() / f"shell_cubature_{h[:40]}.h5", h, rs.element_forces, len(model.faces),
-                          rs.omega, **kw)
+    cub = shell_cubature(model, modes, target=float(spec.cubature_target),
+                         max_elements=spec.cubature_elements or 4 * rs.r, progress=progress)
     return rs, cub, rs.compiled_cubature(cub)
 
 
