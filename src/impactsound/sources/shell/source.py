@@ -21,6 +21,9 @@ from ..registry import SourceKind, register
 
 MODES_KIND = "shell_modes"
 MODES_KIND_VERSION = 1
+#: version of the discrete-shell model's numerics (fem/shell.py); part of the cache keys of shell modes, so a
+#: change of the model never reuses modes computed by an older one (bump it with such a change)
+SHELL_MODEL_VERSION = 1
 
 
 def shell_modes_cached(setup, material, f_max: float, progress=QUIET):
@@ -29,7 +32,8 @@ def shell_modes_cached(setup, material, f_max: float, progress=QUIET):
     from ...fem.shell import ShellModel, ShellModes, shell_modes
     spec = setup.spec
     model = ShellModel(setup.vertices, setup.faces, setup.thickness, material)
-    h = content_hash({"kind": MODES_KIND, "v": MODES_KIND_VERSION, "surface": setup.surface_hash,
+    h = content_hash({"kind": MODES_KIND, "v": MODES_KIND_VERSION, "model": SHELL_MODEL_VERSION,
+                      "surface": setup.surface_hash,
                       "thickness": setup.thickness, "material": material.as_dict(), "modes": int(spec.modes),
                       "f_max": float(f_max)})
     path = cache_dir() / f"shell_modes_{h[:40]}.h5"
