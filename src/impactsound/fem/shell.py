@@ -17,21 +17,40 @@ eps_m = (F^T F - I)/2 with F = Ds Dm^{-1} the 3x2 deformation gradient from the 
 orthonormal frame of the rest triangle) to the deformed edge vectors Ds (3x2); it depends on the edge lengths
 only, hence is invariant under rigid motions.
 
-Bending strain: a discrete shape-operator difference built from the changes of the dihedral angles at the
-triangle's three edges (the 6-vertex "flap" stencil of Gingold et al. 2004). For edge k of triangle T the signed
-bending angle theta_k between T and its edge neighbour is measured; eps_b is the symmetric 2x2 tensor (in T's
-rest frame) with G_k : eps_b = theta_k - theta_k^rest for the three edges. The linear functionals G_k are this
-package's own choice: G_k : II is the jump, across edge k, of the normal slope of the piecewise-linear
-interpolant of the quadratic height field z = x^T II x / 2 on the two rest triangles (the neighbour unfolded
-into T's plane about the shared edge). The discrete curvature is therefore exact for every constant-curvature
-field (cylinder, sphere, saddle) whatever the triangle shapes, and G depends on the rest geometry only.
+Bending strain: a discrete shape-operator difference built from the changes of the signed bending (dihedral)
+angles theta_k - theta_k^rest at the triangles' edges, each measured on a 6-vertex "flap" (a triangle and its
+three edge neighbours' apexes, Gingold et al. 2004). Free edges (boundary edges: one triangle) carry no angle.
+Two schemes (``bending``):
 
-Free edges (boundary edges: one triangle) carry no dihedral angle and contribute no bending term. A triangle
-with m < 3 interior edges has only m constraints on eps_b; of the tensors that satisfy them the one of least
-bending energy is used (eps_b = Q^{-1} G^T (G Q^{-1} G^T)^{-1} dtheta with Q the energy's quadratic form): the
-curvature component that the free edge leaves undetermined takes the value whose conjugate bending moment
-vanishes, the natural free-edge condition (this package's choice). A triangle with no interior edge has no
-bending energy.
+* "flap" (default): eps_b of triangle T from T's own flap only: the symmetric 2x2 tensor (in T's rest frame)
+  with G_k : eps_b = dtheta_k for T's three edges. The linear functionals G_k are this package's own choice:
+  G_k : II is the jump, across edge k, of the normal slope of the piecewise-linear interpolant of the quadratic
+  height field z = x^T II x / 2 on the two rest triangles (the neighbour unfolded into T's plane about the shared
+  edge), so eps_b = G^{-1} dtheta is the Hessian of the quadratic through the flap's six vertices: exact for
+  every constant-curvature field (cylinder, sphere, saddle) whatever the triangle shapes. A triangle with m < 3
+  interior edges uses, of the tensors satisfying its m constraints, the one of least bending energy
+  (eps_b = Q^{-1} G^T (G Q^{-1} G^T)^{-1} dtheta, Q the energy's quadratic form; the natural free-edge
+  condition, this package's choice); one with no interior edge has no bending energy.
+  Limitation: six vertex heights always fit a quadratic, so a high-frequency vertex pattern has, in each flap,
+  the angles of some constant curvature. The scheme converges only where those curvatures cancel over the mesh,
+  i.e. where it passes the constant-moment patch test sum_T A_T eps_b,T(w) = 0 for every w vanishing near the
+  boundary (as int Hess w = 0): one-diagonal grids, offset-row / staggered-ring meshes. It fails it on "union
+  jack" grids (alternating diagonals), 4-triangle "cross" grids and irregular (Delaunay) meshes, where a
+  checkerboard-like pattern of amplitude ~ kappa dx^2 cancels part of a smooth curvature: plate and cylinder
+  modes converge to limits up to 20-25 % too low (union jack, cross) or stall 1-7 % low (Delaunay); no choice of
+  the per-flap map G can fix this (exactness forces G^{-1}).
+* "midedge" (this package's construction, after the mid-edge normals of Grinspun, Gingold, Reisman & Zorin 2006,
+  "Computing discrete shape operators on general meshes", and Morley's nonconforming plate triangle):
+  eps_b = P_T (1/A_T) sum_k L_k phi_k nu_k nu_k^T, with L_k, nu_k T's rest edge lengths and outward in-plane edge
+  normals and phi_k the excess of the normal slope at edge k's midpoint over that of T's linear interpolant.
+  The mid-edge slope is one value shared by the edge's two triangles, estimated from the flap quadratics of both
+  (the mean of the two estimates; one-sided where one of them has a free edge, dtheta_k / 2 where both have).
+  For a quadratic height field each estimate is exact, so eps_b is exact for constant curvature on complete
+  triangles as before, and since the slope is shared the patch test holds on every mesh (divergence theorem).
+  Free edges' slopes are chosen to minimise W_b (P_T). Each triangle's bending term then reads the angles of
+  its own and its three neighbours' flaps: eps_b(T) = sum_i Rb[T, :, i, :] dtheta(flaps[T, i]), a 24-slot
+  stencil (``stencil``: the four flap stencils one after the other, 12 distinct vertices).
+  On one-diagonal grids and staggered-ring cylinders it gives the same stiffness as "flap" (to rounding).
 
 Stiffness at rest: both strains vanish at u = 0, so K = sum_i A_i (B^T C B) over the strain Jacobians B at rest
 (exact: the terms with second derivatives of the strains multiply zero stresses); it is assembled analytically.
@@ -45,7 +64,9 @@ Measured (free steel disk, a = 0.1 m, h = 1 mm, nu = 0.33, ring meshes of 6k poi
 the Kirchhoff values: errors of the (2,0) / (0,1) / (3,0) modes -1.0 / -6.3 / -1.7 % with 10 rings (331 vertices),
 -0.5 / -4.5 / -0.7 % with 16, -0.25 / -3.2 / -0.4 % with 24, -0.17 / -2.4 / -0.24 % with 32: from below, the
 axisymmetric (0,1) mode converging only about linearly in the edge length (the same with the free-edge curvature
-clamped to zero instead of condensed, so not the free-edge treatment).
+clamped to zero instead of condensed, so not the free-edge treatment: these Delaunay ring meshes fail the flap
+scheme's patch test). "midedge": -0.56 / -1.41 / -1.24 % with 10 rings, -0.22 / -0.55 / -0.50 % with 16,
+-0.10 / -0.25 / -0.23 % with 24.
 """
 from __future__ import annotations
 
@@ -107,6 +128,11 @@ class ShellModel:
         Shell thickness h [m], > 0 and smaller than the object's size (bounding-box diagonal).
     material : Material
         Provides E [Pa], nu, rho [kg/m^3] (and alpha, beta for damping).
+    bending : "flap" or "midedge"
+        Discrete bending strain (module docstring, "Bending strain"). "flap" (default): each triangle's curvature
+        from its own 6-vertex flap; converges only on meshes that pass the patch test (one-diagonal grids,
+        offset-row / staggered-ring meshes). "midedge": mid-edge normal slopes shared by the two triangles of an
+        edge, each triangle coupled to its three neighbours' flaps (24-slot stencil); converges on any mesh.
 
     Raises
     ------
@@ -116,7 +142,7 @@ class ShellModel:
         Non-manifold edges (shared by more than 2 triangles) or degenerate (near-zero area) triangles.
     """
 
-    def __init__(self, vertices, faces, thickness: float, material):
+    def __init__(self, vertices, faces, thickness: float, material, bending: str = "flap"):
         X = np.asarray(vertices, dtype=float)
         F = np.asarray(faces)
         if X.ndim != 2 or X.shape[1] != 3 or len(X) < 3:
@@ -136,6 +162,9 @@ class ShellModel:
         if h >= size:
             raise InputError(f"shell thickness {h:g} m is not smaller than the object's size {size:g} m "
                              f"(bounding-box diagonal): wrong units, or not a thin shell")
+        if bending not in ("flap", "midedge"):
+            raise InputError(f"shell bending must be 'flap' or 'midedge', got {bending!r}")
+        self.bending = bending
         self.vertices = X
         self.faces = F
         self.thickness = h
@@ -206,12 +235,27 @@ class ShellModel:
         apex = np.where(interior, F[pf, (pk + 2) % 3], -1)
         self.interior = interior.reshape(Nf, 3)
         self.apex = apex.reshape(Nf, 3)
+        # neighbour across each edge (-1: free edge), the edge's slot there, and +1 / -1 where the two triangles are
+        # consistently / inconsistently oriented (the neighbour's signed angles and heights then change sign)
+        self.neighbor = np.where(interior, pf, -1).reshape(Nf, 3)
+        self.neighbor_slot = np.where(interior, pk, -1).reshape(Nf, 3)
+        b2 = F[:, [1, 2, 0]].ravel()
+        self.neighbor_sign = np.where(interior & (F[pf, pk] == b2), 1.0, -1.0).reshape(Nf, 3)
         self.n_components = int(connected_components(
             sp.coo_matrix((np.ones(2 * Nf), (np.r_[F[:, 0], F[:, 1]], np.r_[F[:, 1], F[:, 2]])),
                           shape=(self.n_vertices,) * 2), directed=False)[0])
         # stencil: face vertices then the three apexes (a free edge's apex slot points at vertex 0 of the face,
         # with zero weight)
-        self.stencil = np.concatenate([F, np.where(interior.reshape(Nf, 3), self.apex, F[:, :1])], axis=1)
+        self.flap_stencil = np.concatenate([F, np.where(interior.reshape(Nf, 3), self.apex, F[:, :1])], axis=1)
+        # each triangle's bending term reads the angles of these flaps (-1: none): itself ("flap"), or itself and
+        # its neighbours across edges 0, 1, 2 ("midedge"); its stencil is their flap stencils one after the other
+        # (a missing neighbour's 6 slots repeat the triangle's own flap, with zero weight)
+        if self.bending == "flap":
+            self.flaps = np.arange(Nf)[:, None]
+        else:
+            self.flaps = np.concatenate([np.arange(Nf)[:, None], self.neighbor], axis=1)
+        self._flaps_or_self = np.where(self.flaps >= 0, self.flaps, np.arange(Nf)[:, None])
+        self.stencil = self.flap_stencil[self._flaps_or_self].reshape(Nf, -1)
 
     def _build_rest(self):
         X, F = self.vertices, self.faces
@@ -256,6 +300,9 @@ class ShellModel:
                   + (0.5 * (h_c + h_d))[:, None, None] * t[:, :, None] * t[:, None, :]
                   + w_e[:, None, None] * e2[:, :, None] * e2[:, None, :])
             G[:, k] = np.stack([Gk[:, 0, 0], Gk[:, 1, 1], 2 * Gk[:, 0, 1]], axis=1)
+        if self.bending == "midedge":
+            self.Rb = self._midedge_map(G, p2)
+            return
         R = np.zeros((len(F), 3, 3))
         Qi = np.linalg.inv(self.Q)
         patterns = self.interior @ np.array([1, 2, 4])
@@ -268,7 +315,87 @@ class ShellModel:
             S = np.einsum("nmi,ij,nlj->nml", Gc, Qi, Gc)
             Rc = np.einsum("ij,nmj,nml->nil", Qi, Gc, np.linalg.inv(S))   # (n, 3, m)
             R[np.ix_(rows, [0, 1, 2], cols)] = Rc
-        self.R = R
+        self._R_flap = R
+        self.Rb = R[:, :, None, :]
+
+    @property
+    def R(self) -> np.ndarray:
+        """(Nf, 3, 3): eps_b = R dtheta over the triangle's own flap (``bending="flap"`` only)."""
+        if self.bending != "flap":
+            raise AttributeError("ShellModel.R (one flap per triangle) exists only for bending='flap'; "
+                                 "bending='midedge' couples each triangle to its neighbours' flaps: use Rb, "
+                                 "flaps and stencil")
+        return self._R_flap
+
+    def _midedge_map(self, G, p2):
+        """Rb (Nf, 3, 4, 3) of the "midedge" scheme: eps_b(T) = sum_i Rb[T, :, i] dtheta(flaps[T, i]).
+
+        Mid-edge slope excess phi_k = s_k - g_T . nu_k of triangle T at edge k (s_k the normal slope at the edge
+        midpoint, shared by both triangles of the edge; g_T the gradient of T's linear interpolant; nu_k T's
+        outward in-plane edge normal): with d_T,k = Dfit_T[k] . dtheta_T the excess of the quadratic through T's
+        flap (Hessian G_T^-1 dtheta_T),
+            phi_k = (d_T,k + dtheta_k - sgn d_T',k') / 2     both flaps complete (3 interior edges),
+                    d_T,k                                     only T's,
+                    dtheta_k - sgn d_T',k'                    only the neighbour's,
+                    dtheta_k / 2                              neither,
+        and eps_b = P_T (1/A_T) sum_k L_k phi_k nu_k nu_k^T, the free edges' phi chosen to minimise W_b (P_T).
+        """
+        F = self.faces
+        Nf = len(F)
+        comp = self.interior.all(axis=1)
+        nu = np.empty((Nf, 3, 2))
+        L = np.empty((Nf, 3))
+        mid = np.empty((Nf, 3, 2))
+        for k in range(3):
+            e2 = p2[:, (k + 1) % 3] - p2[:, k]
+            L[:, k] = _norm(e2)
+            nu[:, k] = np.stack([e2[:, 1], -e2[:, 0]], axis=1) / L[:, k, None]
+            mid[:, k] = 0.5 * (p2[:, k] + p2[:, (k + 1) % 3])
+        # slope excess at the edge midpoints of the quadratic x^T E x / 2 over its linear interpolant, E the
+        # Voigt basis tensors (e11, e22, e12)
+        Ebas = np.array([[[1.0, 0.0], [0.0, 0.0]], [[0.0, 0.0], [0.0, 1.0]], [[0.0, 1.0], [1.0, 0.0]]])
+        bq = np.empty((Nf, 3, 3))
+        for j in range(3):
+            phi_v = 0.5 * np.einsum("fvi,ij,fvj->fv", p2, Ebas[j], p2)
+            g = np.einsum("fv,fvi->fi", phi_v, self.gN)
+            bq[:, :, j] = np.einsum("fki,fki->fk", nu, np.einsum("ij,fkj->fki", Ebas[j], mid) - g[:, None, :])
+        Dfit = np.zeros((Nf, 3, 3))
+        Dfit[comp] = bq[comp] @ np.linalg.inv(G[comp])
+        inter = self.interior
+        nb = np.maximum(self.neighbor, 0)
+        own = np.broadcast_to(comp[:, None], inter.shape)
+        other = inter & comp[nb]
+        both, only_t, only_n = inter & own & other, inter & own & ~other, inter & ~own & other
+        neither = inter & ~own & ~other
+        a = 0.5 * (both | neither) + 1.0 * only_n
+        w1 = 0.5 * both + 1.0 * only_t
+        w2 = (0.5 * both + 1.0 * only_n) * self.neighbor_sign
+        phi_own = a[:, :, None] * np.eye(3) + w1[:, :, None] * Dfit             # (f, edge k, own angle)
+        phi_nb = -w2[:, :, None] * Dfit[nb, np.maximum(self.neighbor_slot, 0)]  # (f, edge k, neighbour's angle)
+        C = (L / self.areas[:, None])[:, None, :] * np.stack([nu[..., 0]**2, nu[..., 1]**2, nu[..., 0] * nu[..., 1]],
+                                                             axis=1)           # (f, voigt, edge)
+        Cp = np.zeros_like(C)
+        patterns = inter @ np.array([1, 2, 4])
+        for pat in np.unique(patterns):
+            rows = np.flatnonzero(patterns == pat)
+            cols = [k for k in range(3) if pat & (1 << k)]
+            free = [k for k in range(3) if not pat & (1 << k)]
+            if not cols:
+                continue
+            Cr = C[rows]
+            if free:
+                Cf = Cr[:, :, free]
+                Sf = np.einsum("nif,ij,njg->nfg", Cf, self.Q, Cf)
+                P = np.eye(3) - np.einsum("nif,nfg,ngj->nij", Cf, np.linalg.inv(Sf),
+                                          np.einsum("nkg,kj->ngj", Cf, self.Q))
+                Cp[np.ix_(rows, [0, 1, 2], cols)] = np.einsum("nij,njk->nik", P, Cr[:, :, cols])
+            else:
+                Cp[rows] = Cr
+        Rb = np.zeros((Nf, 3, 4, 3))
+        Rb[:, :, 0] = Cp @ phi_own
+        for k in range(3):
+            Rb[:, :, k + 1] = Cp[:, :, k, None] * phi_nb[:, k, None, :]
+        return Rb
 
     # ------------------------------------------------------------------ geometry of the hinges
     def _angles(self, x, grad: bool = False):
@@ -317,7 +444,11 @@ class ShellModel:
         em = np.stack([0.5 * (C[:, 0, 0] - 1), 0.5 * (C[:, 1, 1] - 1), 0.5 * C[:, 0, 1]], axis=1)
         theta, J = self._angles(x, grad)
         dth = np.where(self.interior, (theta - self.theta0 + np.pi) % (2 * np.pi) - np.pi, 0.0)
-        eb = np.einsum("fij,fj->fi", self.R, dth)
+        if self.bending == "flap":
+            eb = np.einsum("fij,fj->fi", self._R_flap, dth)
+        else:
+            dthf = dth[self._flaps_or_self] * (self.flaps >= 0)[:, :, None]
+            eb = np.einsum("fiaj,faj->fi", self.Rb, dthf)
         return em, eb, Fd, J
 
     def element_energies(self, u):
@@ -334,14 +465,15 @@ class ShellModel:
 
     def element_forces(self, u):
         """Each triangle's share of f_int: the gradient of A_i W_i(u) over its membrane vertices (``faces``) and
-        over its bending stencil (``stencil``, 6 vertices; missing neighbours contribute zero rows).
+        over its bending stencil (``stencil``: 6 vertices for "flap", 24 slots = 4 flaps for "midedge"; missing
+        neighbours contribute zero rows).
 
         Returns
         -------
         fm : ndarray (Nf, 3, 3)
             [N] on the triangle's 3 vertices.
-        fb : ndarray (Nf, 6, 3)
-            [N] on its 6 stencil vertices.
+        fb : ndarray (Nf, S, 3)
+            [N] on its S = 6 (flap) or 24 (midedge) stencil slots.
         """
         x = self._as_positions(u)
         em, eb, Fd, J = self._strains(x, grad=True)
@@ -353,9 +485,14 @@ class ShellModel:
         sig[:, 0, 1] = sig[:, 1, 0] = 0.5 * s[:, 2]
         fm = A[:, None, None] * np.einsum("fij,fjl,fkl->fki", Fd, sig, self.gN)   # (Nf, 3 verts, 3)
         # bending: dE/dtheta_k = A 2 c_b (R^T Q eb)_k
-        mk = (2 * self.c_b * A)[:, None] * np.einsum("fji,jl,fl->fi", self.R, self.Q, eb)
-        fb = np.einsum("fk,fksi->fsi", mk, J)           # (Nf, 6, 3)
-        return fm, fb
+        if self.bending == "flap":
+            mk = (2 * self.c_b * A)[:, None] * np.einsum("fji,jl,fl->fi", self._R_flap, self.Q, eb)
+            fb = np.einsum("fk,fksi->fsi", mk, J)           # (Nf, 6, 3)
+            return fm, fb
+        mb = (2 * self.c_b * A)[:, None] * (eb @ self.Q)                    # dW/d eps_b, (Nf, 3)
+        mk = np.einsum("fiaj,fi->faj", self.Rb, mb)                          # dE/dtheta of each flap's angles
+        fb = np.einsum("faj,fajsc->fasc", mk, J[self._flaps_or_self])        # (Nf, 4, 6, 3)
+        return fm, fb.reshape(len(A), -1, 3)
 
     def internal_force(self, u) -> np.ndarray:
         """f_int(u) = dE/du (3 Nv,) [N], dof 3 v + component (analytic gradient)."""
@@ -368,8 +505,8 @@ class ShellModel:
 
     # ------------------------------------------------------------------ linearisation
     def strain_jacobians(self):
-        """Strain Jacobians at rest: Bm (Nf, 3, 9) over the face's vertex dofs and Bb (Nf, 3, 18) over the
-        stencil's dofs, Voigt order (e11, e22, e12)."""
+        """Strain Jacobians at rest: Bm (Nf, 3, 9) over the face's vertex dofs and Bb (Nf, 3, 3 S) over the
+        stencil's dofs (S = 6 or 24 slots), Voigt order (e11, e22, e12)."""
         Fr = self.frame                                 # F at rest = frame
         gN = self.gN
         Nf = len(self.faces)
@@ -378,16 +515,35 @@ class ShellModel:
         Bm[:, 1] = gN[:, :, 1, None] * Fr[:, None, :, 1]
         Bm[:, 2] = 0.5 * (gN[:, :, 1, None] * Fr[:, None, :, 0] + gN[:, :, 0, None] * Fr[:, None, :, 1])
         _, J = self._angles(self.vertices, grad=True)
-        Bb = np.einsum("fij,fjsc->fisc", self.R, J)
-        return Bm.reshape(Nf, 3, 9), Bb.reshape(Nf, 3, 18)
+        if self.bending == "flap":
+            Bb = np.einsum("fij,fjsc->fisc", self._R_flap, J)
+        else:
+            Bb = np.einsum("fiaj,fajsc->fiasc", self.Rb, J[self._flaps_or_self])
+        return Bm.reshape(Nf, 3, 9), Bb.reshape(Nf, 3, -1)
 
     def stiffness(self) -> sp.csr_matrix:
         """K = d f_int / du at u = 0 (3 Nv, 3 Nv) [N/m], analytic, symmetric positive semi-definite."""
         Bm, Bb = self.strain_jacobians()
         A = self.areas
         Km = (2 * self.c_m * A)[:, None, None] * np.einsum("fai,ab,fbj->fij", Bm, self.Q, Bm)
-        Kb = (2 * self.c_b * A)[:, None, None] * np.einsum("fai,ab,fbj->fij", Bb, self.Q, Bb)
         dm = (3 * self.faces[:, :, None] + np.arange(3)).reshape(-1, 9)
+        if self.bending != "flap":
+            # 72 stencil dofs per triangle: assemble K_b = B^T W B from the sparse B (3 Nf, 3 Nv)
+            Nf = len(A)
+            db = (3 * self.stencil[:, :, None] + np.arange(3)).reshape(Nf, -1)
+            B = sp.coo_matrix((Bb.ravel(), (np.repeat(np.arange(3 * Nf), db.shape[1]),
+                                             np.repeat(db, 3, axis=0).ravel())),
+                              shape=(3 * Nf, self.ndof)).tocsr()
+            blk = (3 * np.arange(Nf)[:, None] + np.arange(3))                        # (Nf, 3)
+            W = sp.coo_matrix((((2 * self.c_b * A)[:, None, None] * self.Q).ravel(),
+                               (np.repeat(blk, 3, axis=1).ravel(), np.tile(blk, (1, 3)).ravel())),
+                              shape=(3 * Nf, 3 * Nf)).tocsr()
+            Km = sp.coo_matrix((Km.ravel(), (np.repeat(dm, 9, axis=1).ravel(), np.tile(dm, (1, 9)).ravel())),
+                               shape=(self.ndof, self.ndof)).tocsr()
+            K = Km + (B.T @ (W @ B)).tocsr()
+            K.sum_duplicates()
+            return ((K + K.T) * 0.5).tocsr()
+        Kb = (2 * self.c_b * A)[:, None, None] * np.einsum("fai,ab,fbj->fij", Bb, self.Q, Bb)
         db = (3 * self.stencil[:, :, None] + np.arange(3)).reshape(-1, 18)
         rows = np.concatenate([np.repeat(dm, 9, axis=1).ravel(), np.repeat(db, 18, axis=1).ravel()])
         cols = np.concatenate([np.tile(dm, (1, 9)).ravel(), np.tile(db, (1, 18)).ravel()])

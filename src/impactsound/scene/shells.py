@@ -156,11 +156,11 @@ def _sheet(p, resolution, where):
     I, J = np.meshgrid(np.arange(nx), np.arange(ny), indexing="ij")
     I, J = I.ravel(), J.ravel()
     a, b, c, d = idx(I, J), idx(I + 1, J), idx(I + 1, J + 1), idx(I, J + 1)
-    # alternate the diagonal (union-jack pattern) so the mesh has no preferred direction; all CCW seen from +z
-    alt = (I + J) % 2 == 0
-    t1 = np.where(alt[:, None], np.c_[a, b, c], np.c_[a, b, d])
-    t2 = np.where(alt[:, None], np.c_[a, c, d], np.c_[b, c, d])
-    return trimesh.Trimesh(verts, np.vstack([t1, t2]), process=False)
+    # every square split along the same diagonal (valence 6: the regular triangle lattice, sheared), CCW seen
+    # from +z. Not the alternating "union jack" split (valence 4 / 8): the flap bending of fem.shell fails the
+    # patch test there and its plate modes converge to a limit 20-25 % too low; on this grid they converge to the
+    # Kirchhoff values (tests/validation/test_shell_references.py). The vertices stay the (nx+1) x (ny+1) grid.
+    return trimesh.Trimesh(verts, np.vstack([np.c_[a, b, c], np.c_[a, c, d]]), process=False)
 
 
 # A profile piece: (function t in [0, 1] -> (r, z) arrays, minimum number of segments on it)
