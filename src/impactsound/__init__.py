@@ -15,7 +15,8 @@ Table of contents (pipeline order):
   built-ins ``modal`` (``impactsound.sources.modal.ModalSource``, and :func:`strike` for one strike) and
   ``acceleration_noise`` (``impactsound.sources.pan.PANSource``), ``ground`` (``impactsound.sources.ground``),
   ``grain_noise`` and ``container`` (``impactsound.sources.granular``: grains poured into a container, a scene's
-  ``[granular]`` table; docs/granular.md)
+  ``[granular]`` table; docs/granular.md), ``shell`` (``impactsound.sources.shell``: thin shells, an object's
+  ``shell = {...}`` table; docs/shells.md)
 - transfer: :func:`transfer_model` (FFAT maps from FDTD or BEM, cached; ``impactsound.transfer``), compact
   radiation (``transfer.low_order``)
 - pipeline: :func:`render_scene` -> :class:`RenderResult` (``.save`` writes WAV, stems and a spectrogram)
