@@ -138,6 +138,7 @@ def test_closest_point_interpolation_is_exact_for_linear_fields_and_budget_is_ch
         shell_transfer(V, F, U, [100.0, 200.0], max_faces=100)
 
 
+@pytest.mark.slow          # about 30-55 s of BEM solves on 2 cores
 def test_coarse_surface_radiates_like_the_fine_one():
     """A 12-segment sheet's rigid translation and rocking radiated through an 8-segment sheet (modes interpolated
     at closest points) against the 12-segment sheet itself, same acoustic thickness, ka = 0.5, 12 directions at 1.5 m:
@@ -292,10 +293,24 @@ def test_cymbal_low_order_vs_bem():
     directions at 1 m and at 2 m). BEM: default acoustic thickness 13 mm (0.4 x the 32 mm edge after one
     subdivision), 2,688 triangles per mode.
 
-    Measured (level errors L_low - L_BEM [dB]):
-    CYMBAL_RESULTS
+    Measured (1,228 s of BEM on 2 shared cores, ~77 s per mode; FFAT 4-term held-out error <= 3.5 %), level errors
+    L_low - L_BEM [dB], median over the 48 listeners (power mean over them in brackets):
+        modes 1-6   (28-73 Hz, ka 0.13-0.33):  +22.6 +22.4 +20.0 +19.3 +21.8 +18.5   (+35 .. +49)
+        modes 7-12  (105-182 Hz, ka 0.5-0.8):   +8.5  -0.4  +6.9  -4.0 -11.9  +4.1   (+14 .. +35)
+        modes 16, 20, 30, 40 (216-356 Hz, ka 1.0-1.6): -5.0 -7.9 -4.6 -3.6           (+15, -8.4, -5.4, -4.7)
+    All 768 listener-mode pairs: |error| median 12.7 dB, 90th percentile 33.4 dB; per-mode power-mean |error|
+    median 32.1 dB, 90th percentile 47.0 dB. Below ka ~ 0.5 the baffled sum misses the acoustic short circuit
+    round the rim (tens of dB too loud, most of all edge-on, where its two-sided sign flips across the conical
+    profile); above ka ~ 1 it is a few dB too quiet in median with +-20 dB scatter over directions. The BEM
+    reference itself: acoustic thickness 13 -> 26 mm moved modes 1 and 5 by +1.3 and +0.3 dB, modes 9-20 by
+    <= 0.02 dB; the unsubdivided mesh differed by <= 2.3 dB (sources/shell/ffat.py docstring).
+    The asserts document these numbers (bounds ~20 % above the measured spread).
     """
     e_mode, e_pt = low_order_vs_bem("cymbal", "bronze", 0.0012, 32, list(range(12)) + [15, 19, 29, 39], 0.5)
+    med = np.median(e_pt, axis=0)
+    assert np.all(med[:6] > 15.0)                          # ka <= 0.33: +18.5 .. +22.6 dB (short circuit missed)
+    assert np.all(med[12:] < 0.0)                          # ka >= 1: -3.6 .. -7.9 dB
+    assert np.median(np.abs(e_pt)) < 15.0 and np.percentile(np.abs(e_pt), 90) < 40.0      # 12.7, 33.4
 
 
 @pytest.mark.slow
@@ -305,7 +320,19 @@ def test_trash_can_low_order_vs_bem():
     (65-189 Hz). BEM: default acoustic thickness 33 mm (0.4 x the 83 mm edge; 2,020 triangles, no subdivision
     within max_faces = 3000).
 
-    Measured (level errors L_low - L_BEM [dB]):
-    TRASH_RESULTS
+    Measured (554 s of BEM, ~69 s per mode; FFAT 4-term held-out error <= 3.2 %), level errors L_low - L_BEM
+    [dB], median over the 48 listeners (power mean over them in brackets):
+        modes 1-8 (65-189 Hz, ka 0.30-0.87): +4.4 +17.4 +17.8 +4.8 +4.7 +44.9 +42.2 +5.2
+                                             (+1.6 +17.9 +17.8 +4.5 +4.5 +38.9 +36.6 +5.4)
+    All 384 listener-mode pairs: |error| median 14.9 dB, 90th percentile 46.8 dB; per-mode power-mean |error|
+    median 11.6 dB, 90th percentile 37.3 dB. The low-order sum is louder for every mode: by ~5 dB for modes 1, 4,
+    5, 8, by 17-45 dB for the degenerate pairs 2-3 and 6-7 (it models neither the short circuit between
+    neighbouring wall regions nor the occlusion of the inside faces). The BEM
+    reference was not refined further here (2,020 triangles and t = 33 mm = 4.4 % of the can's size are what
+    max_faces = 3000 allows; the cymbal's refinement study bounds such effects to a few dB).
+    The asserts document these numbers (bounds ~20 % beyond the measured spread).
     """
     e_mode, e_pt = low_order_vs_bem("trash_can", "steel", 0.002, 24, list(range(8)), 0.5)
+    med = np.median(e_pt, axis=0)
+    assert np.all(med > 3.0)                                           # +4.4 .. +44.9 dB: always too loud
+    assert np.median(np.abs(e_pt)) < 18.0 and np.percentile(np.abs(e_pt), 90) < 55.0      # 14.9, 46.8
