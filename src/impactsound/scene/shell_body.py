@@ -42,7 +42,8 @@ class ShellSpec(BaseModel):
         "James 2009); linear: the same modes without the nonlinear coupling")
     radiation: Literal["low_order", "ffat"] = Field(
         default="low_order", description="low_order: a simple-source surface sum per mode (Rayleigh "
-        "integral for open sheets); ffat: FFAT maps of the thickened surface (not available for shells yet)")
+        "integral for open sheets; rough: low, short-circuited modes come out up to ~20 dB too loud); ffat: FFAT "
+        "maps of the thickened surface (not available in scenes yet)")
     modes: int = Field(default=60, ge=1, le=400, description="kept linear modes r (lowest first)")
     f_max: float = Field(default=20000.0, gt=0, description="highest kept mode frequency [Hz]")
     resolution: int | float | None = Field(default=None, description="built-in shapes: segments around the "
