@@ -114,6 +114,17 @@ class ShellRadiator:
         return B, d0
 
 
+@njit(cache=True, inline="always")
+def _side_and_distance(P, p, Y, N, f, closed):
+    """(g_f, R_f) of triangle f seen from point p (module docstring); g = 0 where it does not radiate to p."""
+    dx, dy, dz = P[p, 0] - Y[f, 0], P[p, 1] - Y[f, 1], P[p, 2] - Y[f, 2]
+    side = dx * N[f, 0] + dy * N[f, 1] + dz * N[f, 2]
+    R = np.sqrt(dx * dx + dy * dy + dz * dz)
+    if R == 0.0 or (closed and side <= 0.0):
+        return 0.0, R
+    return (1.0 if side > 0.0 else -1.0), R
+
+
 @njit(cache=True)
 def _bins(P, Y, N, A, un, closed, rho, per_m, B, d0):
     n_p, n_f, r = P.shape[0], Y.shape[0], un.shape[1]
@@ -127,16 +138,8 @@ def _bins(P, Y, N, A, un, closed, rho, per_m, B, d0):
         base = int(np.floor(rmin * per_m))
         d0[p] = base
         for f in range(n_f):
-            dx, dy, dz = P[p, 0] - Y[f, 0], P[p, 1] - Y[f, 1], P[p, 2] - Y[f, 2]
-            side = dx * N[f, 0] + dy * N[f, 1] + dz * N[f, 2]
-            if closed:
-                if side <= 0.0:
-                    continue
-                g = 1.0
-            else:
-                g = 1.0 if side > 0.0 else -1.0
-            R = np.sqrt(dx * dx + dy * dy + dz * dz)
-            if R == 0.0:
+            g, R = _side_and_distance(P, p, Y, N, f, closed)
+            if g == 0.0:
                 continue
             x = R * per_m - base
             b = int(np.floor(x))
@@ -157,16 +160,8 @@ def _sum(P, Y, N, A, un, k, closed, rho, re, im):
     for p in range(n_p):
         r0 = np.sqrt(P[p, 0] ** 2 + P[p, 1] ** 2 + P[p, 2] ** 2)
         for f in range(n_f):
-            dx, dy, dz = P[p, 0] - Y[f, 0], P[p, 1] - Y[f, 1], P[p, 2] - Y[f, 2]
-            side = dx * N[f, 0] + dy * N[f, 1] + dz * N[f, 2]
-            if closed:
-                if side <= 0.0:
-                    continue
-                g = 1.0
-            else:
-                g = 1.0 if side > 0.0 else -1.0
-            R = np.sqrt(dx * dx + dy * dy + dz * dz)
-            if R == 0.0:
+            g, R = _side_and_distance(P, p, Y, N, f, closed)
+            if g == 0.0:
                 continue
             w = g * c0 * A[f] / R
             for j in range(r):
