@@ -186,14 +186,18 @@ position = [0, -1, 1.2]
 
 
 def test_scene_shell_object(tmp_path):
+    """A built-in cymbal as a shell object: the shell source is added, the collision surface is closed, the mass is
+    rho h area of the mid-surface and the body frame's origin is the lumped centre of mass."""
+    import trimesh
+    from impactsound.scene.shell_body import lumped_mass_properties
     sc = _scene(tmp_path, '{ thickness = 0.0012, resolution = 24 }')
     b = sc.bodies[0]
     assert "shell" in sc.sources and b.shell is not None and b.shell.spec.dynamics == "nonlinear"
     assert b.mesh.is_watertight
-    assert b.mass == pytest.approx(8800 * 0.0012 * b.shell.spec.thickness / 0.0012 *
-                                   float(__import__("trimesh").Trimesh(b.shell.vertices, b.shell.faces).area),
-                                   rel=1e-9)
-    assert np.allclose(b.shell.vertices.mean(axis=0) * 0, 0)
+    area = float(trimesh.Trimesh(b.shell.vertices, b.shell.faces, process=False).area)
+    assert b.mass == pytest.approx(8800 * 0.0012 * area, rel=1e-9)       # bronze, rho = 8800 kg/m^3
+    _, com, _ = lumped_mass_properties(b.shell.vertices, b.shell.faces, 0.0012, 8800.0)
+    assert np.abs(com).max() < 1e-12
 
 
 @pytest.mark.parametrize("shell, shape, msg", [
