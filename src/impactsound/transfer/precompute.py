@@ -293,19 +293,15 @@ def solve_mode(task: dict) -> dict:
         numba.set_num_threads(before)
 
 
-def _solve_mode(task: dict) -> dict:
-    t_start = time.perf_counter()
-    s = TransferSettings(**task["settings"])
-    r_bar = float(task["r_bar"])
-    sol, capped = mode_solution(task)
-    k, f = sol.k, sol.faces
-    t_bem = time.perf_counter() - t_start
+def fit_maps(sol, k: float, r_bar: float, terms: int, seed: int):
+    """FFAT maps of 1..terms terms fitted to a BEM solution sampled on the shells around r_bar [m], and each one's
+    held-out error (median relative magnitude error at other radii, seeded random directions, never grid ones).
+    Returns (psis (list, m-th of m x T x 2T values), T, errors (list of float))."""
     T = ffat.angular_resolution(k)
     radii = ffat.shell_radii(r_bar)
     P = shell_samples(sol, radii, T, r_bar).reshape(len(radii), -1)
-    psis = [ffat.fit(P, radii, k, m) for m in range(1, s.terms + 1)]
-    # held-out points: other radii, seeded random directions (never grid directions)
-    rng = np.random.default_rng(int(task["index"]))
+    psis = [ffat.fit(P, radii, k, m) for m in range(1, terms + 1)]
+    rng = np.random.default_rng(seed)
     d = rng.normal(size=(HOLDOUT_DIRECTIONS, 3))
     d /= np.linalg.norm(d, axis=1, keepdims=True)
     hx = (np.asarray(HOLDOUT_RADII)[:, None, None] * r_bar * d[None]).reshape(-1, 3)
@@ -314,6 +310,17 @@ def _solve_mode(task: dict) -> dict:
     for m, psi in enumerate(psis, start=1):
         mp = ffat.FFATMap(k=k, psi=psi.reshape(m, T, 2 * T))
         errs.append(float(np.median(np.abs(np.abs(mp.evaluate(hx)) - np.abs(p_ref)) / np.abs(p_ref))))
+    return psis, T, errs
+
+
+def _solve_mode(task: dict) -> dict:
+    t_start = time.perf_counter()
+    s = TransferSettings(**task["settings"])
+    r_bar = float(task["r_bar"])
+    sol, capped = mode_solution(task)
+    k, f = sol.k, sol.faces
+    t_bem = time.perf_counter() - t_start
+    psis, T, errs = fit_maps(sol, k, r_bar, s.terms, int(task["index"]))
     levels = int(round(np.log(len(f) / len(task["faces"])) / np.log(4.0)))    # midpoint subdivisions done
     return {"index": int(task["index"]), "psi": psis[-1].reshape(s.terms, T, 2 * T).astype(np.complex64),
             "bem_p": sol.p.astype(np.complex64), "bem_g": sol.g.astype(np.complex64), "levels": levels,

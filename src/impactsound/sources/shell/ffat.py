@@ -304,9 +304,8 @@ def solve_shell_mode(task: dict) -> dict:
 
 
 def _solve(task: dict) -> dict:
-    from ...transfer import bem, ffat
-    from ...transfer.precompute import (HOLDOUT_DIRECTIONS, HOLDOUT_RADII, TransferSettings, face_normal_data,
-                                        shell_samples, subdivide)
+    from ...transfer import bem
+    from ...transfer.precompute import TransferSettings, face_normal_data, fit_maps, subdivide
     t_start = time.perf_counter()
     s = TransferSettings(**task["settings"])
     v, f, u = task["vertices"], task["faces"], np.asarray(task["u"])[None]
@@ -329,20 +328,7 @@ def _solve(task: dict) -> dict:
     if any(issubclass(w.category, bem.BemFallbackWarning) for w in caught):
         method = "burton-miller (CHIEF fallback)"
     t_bem = time.perf_counter() - t_start
-    r_bar = float(task["r_bar"])
-    T = ffat.angular_resolution(k)
-    radii = ffat.shell_radii(r_bar)
-    P = shell_samples(sol, radii, T, r_bar).reshape(len(radii), -1)
-    psis = [ffat.fit(P, radii, k, m) for m in range(1, s.terms + 1)]
-    rng = np.random.default_rng(int(task["index"]))
-    d = rng.normal(size=(HOLDOUT_DIRECTIONS, 3))
-    d /= np.linalg.norm(d, axis=1, keepdims=True)
-    hx = (np.asarray(HOLDOUT_RADII)[:, None, None] * r_bar * d[None]).reshape(-1, 3)
-    p_ref = sol.evaluate(hx)
-    errs = []
-    for m, psi in enumerate(psis, start=1):
-        mp = ffat.FFATMap(k=k, psi=psi.reshape(m, T, 2 * T))
-        errs.append(float(np.median(np.abs(np.abs(mp.evaluate(hx)) - np.abs(p_ref)) / np.abs(p_ref))))
+    psis, T, errs = fit_maps(sol, k, float(task["r_bar"]), s.terms, int(task["index"]))
     return {"index": int(task["index"]), "psi": psis[-1].reshape(s.terms, T, 2 * T).astype(np.complex64),
             "bem_p": sol.p.astype(np.complex64), "bem_g": sol.g.astype(np.complex64), "levels": int(levels),
             "k": k, "T": T, "faces": int(len(f)), "capped": bool(capped), "residual": sol.residual,
