@@ -67,15 +67,9 @@ class ShellRadiator:
         V = np.asarray(vertices, np.float64)
         F = np.asarray(faces, np.int64)
         U = np.asarray(U, np.float64)
-        r = U.shape[1]
         if U.shape[0] != 3 * len(V):
             raise InputError(f"ShellRadiator: U has {U.shape[0]} rows, expected 3 x {len(V)} vertices")
-        cr = np.cross(V[F[:, 1]] - V[F[:, 0]], V[F[:, 2]] - V[F[:, 0]])
-        dbl = np.linalg.norm(cr, axis=1)
-        n = cr / dbl[:, None]
-        Uv = U.reshape(len(V), 3, r)
-        uc = (Uv[F[:, 0]] + Uv[F[:, 1]] + Uv[F[:, 2]]) / 3.0              # (F, 3, r) at the centroids
-        un = np.einsum("fc,fcr->fr", n, uc)
+        n, dbl, un = normal_displacement(V, F, U)
         from ...scene.shell_body import boundary_edges
         closed = len(boundary_edges(F)) == 0
         return cls(centroids=V[F].mean(axis=1), normals=n, areas=0.5 * dbl, un=np.ascontiguousarray(un),
@@ -112,6 +106,17 @@ class ShellRadiator:
         _bins(P, self.centroids, self.normals, self.areas, self.un, bool(self.closed), float(rho),
               float(rate) / float(c), B, d0)
         return B, d0
+
+
+def normal_displacement(V, F, U):
+    """Unit normals (Nf, 3), twice the areas (Nf,) and n_f . u_j at the centroids (Nf, r) (the mean of the
+    vertices' displacements) of a triangle surface (Nv, 3), (Nf, 3) and mode shapes U (3 Nv, r)."""
+    cr = np.cross(V[F[:, 1]] - V[F[:, 0]], V[F[:, 2]] - V[F[:, 0]])
+    dbl = np.linalg.norm(cr, axis=1)
+    n = cr / dbl[:, None]
+    Uv = U.reshape(len(V), 3, U.shape[1])
+    uc = (Uv[F[:, 0]] + Uv[F[:, 1]] + Uv[F[:, 2]]) / 3.0              # (F, 3, r) at the centroids
+    return n, dbl, np.einsum("fc,fcr->fr", n, uc)
 
 
 @njit(cache=True, inline="always")
