@@ -214,9 +214,114 @@ def test_scene_shell_errors(tmp_path, shell, shape, msg):
         _scene(tmp_path, shell, shape)
 
 
-def test_ffat_radiation_for_shells_is_refused_clearly(tmp_path):
+def test_scene_radiation_defaults_to_the_screen_bem(tmp_path):
+    """An open built-in shell radiates through the screen BEM by default (the sidecar says so); a finer built-in
+    shape is solved on a coarser rebuild of itself within shell.radiation_faces."""
+    from impactsound.sources.shell.screen import ScreenRadiator
+    from impactsound.sources.shell.source import prepare
+    sc = _scene(tmp_path, '{ thickness = 0.0012, dynamics = "linear", modes = 6, resolution = 24 }')
+    snd = prepare(sc).sounds["c"]
+    assert isinstance(snd.radiator, ScreenRadiator) and snd.info["radiation"] == "screen"
+    assert snd.info["radiation_faces"] == len(sc.bodies[0].shell.faces)
+    sc = _scene(tmp_path, '{ thickness = 0.0012, dynamics = "linear", modes = 6, resolution = 24, '
+                          'radiation_faces = 220 }')
+    snd = prepare(sc).sounds["c"]
+    assert snd.info["radiation_faces"] <= 220 < len(sc.bodies[0].shell.faces)
+
+
+def test_scene_radiation_bad_input_is_named(tmp_path):
+    """A closed mesh cannot radiate as a screen; a mesh file over the radiation budget says what to change."""
+    import trimesh
     from impactsound.errors import InputError
     from impactsound.sources.shell.source import prepare
-    sc = _scene(tmp_path, '{ thickness = 0.0012, radiation = "ffat", resolution = 24 }')
-    with pytest.raises(InputError, match="low_order"):
-        prepare(sc)
+    s = trimesh.creation.icosphere(subdivisions=2, radius=0.1)
+    s.export(tmp_path / "ball.obj")
+    p = tmp_path / "b.toml"
+    for shell, msg in (('{ thickness = 0.001, modes = 4, dynamics = "linear", radiation = "screen" }', "open"),
+                       ('{ thickness = 0.001, modes = 4, dynamics = "linear", radiation_faces = 100 }',
+                        "radiation_faces")):
+        p.write_text(f"""
+[scene]
+duration = 0.2
+[[object]]
+name = "ball"
+mesh = "ball.obj"
+material = "steel"
+position = [0, 0, 1.0]
+shell = {shell}
+[[listener]]
+position = [0, -1, 1.2]
+""")
+        from impactsound.scene.schema import load_scene
+        with pytest.raises(InputError, match=msg) as e:
+            prepare(load_scene(p))
+        assert "ball" in str(e.value)
+
+
+class _ConstantTransfer:
+    """A radiator with a given complex transfer per unit modal acceleration (bulk delay removed)."""
+
+    def __init__(self, A):
+        self.A = np.asarray(A, complex)
+
+    def transfer(self, points, c, rho):
+        return np.tile(self.A, (len(np.asarray(points).reshape(-1, 3)), 1))
+
+
+def test_complex_transfer_renders_magnitude_and_phase():
+    """The quadrature rendering (render.radiation_weights): a transfer A = i gives the Hilbert transform (scipy,
+    FFT) of what A = 1 gives, once the strike's onset has passed (a ringing mode); A = 2 e^{i phi} gives 2 x
+    (cos phi x [A = 1] + sin phi x [A = i]); a listener 0.343 m farther hears it 1 ms later."""
+    from dataclasses import replace
+
+    from scipy.signal import hilbert
+    base = _sound()
+    r = base.r
+    y = {}
+    for name, A in (("1", np.ones(r)), ("i", 1j * np.ones(r)), ("phi", 2 * np.exp(0.7j) * np.ones(r))):
+        y[name] = _strike(replace(base, radiator=_ConstantTransfer(A)), 0.01)[0][0]
+    seg = slice(4000, 20000)
+    h = np.imag(hilbert(y["1"]))
+    err = np.abs(h[seg] - y["i"][seg]).max() / np.abs(y["i"][seg]).max()
+    print(f"A = i against the Hilbert transform of A = 1: {err:.2e}")
+    assert err < 0.02
+    assert np.allclose(y["phi"], 2 * (np.cos(0.7) * y["1"] + np.sin(0.7) * y["i"]), atol=1e-9 * np.abs(y["1"]).max())
+    from impactsound.sources.shell.render import render_shell
+    snd = replace(base, radiator=_ConstantTransfer(np.ones(r)))
+    args = (snd, np.array([0.01]), np.array([5e-5]), np.array([5]), np.array([[0.2, 0.3, 0.5]]),
+            np.array([[0.0, 0.0, -0.01]]))
+    near = render_shell(*args, np.array([[[0.0, 0.0, 1.0]]]), 48000, 24000, c=C, rho=RHO)[0][0]
+    far = render_shell(*args, np.array([[[0.0, 0.0, 1.0 + C / 1000]]]), 48000, 24000, c=C, rho=RHO)[0][0]
+    assert np.allclose(far[48:], near[:-48], atol=1e-6 * np.abs(near).max())
+
+
+@pytest.mark.slow          # BEM solves (bempp-cl), ~1-2 min on 2 cores
+def test_scene_ffat_radiation_renders(tmp_path):
+    """radiation = "ffat" in a scene: FFAT maps of the thickened cymbal, the transfer used by the renderer."""
+    from impactsound.sources.shell.ffat import ShellTransfer
+    from impactsound.sources.shell.source import prepare
+    sc = _scene(tmp_path, '{ thickness = 0.0012, dynamics = "linear", modes = 2, resolution = 12, '
+                          'radiation = "ffat" }')
+    snd = prepare(sc).sounds["c"]
+    assert isinstance(snd.radiator, ShellTransfer) and snd.info["radiation"] == "ffat"
+
+
+def test_render_kernels_survive_numbas_cache(tmp_path):
+    """Regression: a render crashed (segfault) loading the stepping kernel from Numba's cache when the parallel
+    cubature force had been cached by another process first (a cached function calling a parallel one, numba
+    issue #8578): e.g. train in one process, render in two more. Reproduced in a fresh cache folder: a process
+    that evaluates the cubature force, then two that render; all must finish."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[2]
+    force = ("import numpy as np\nfrom tests.unit.test_shell_source import _sound\n"
+             "s = _sound('nonlinear')\nassert np.isfinite(s.cubature.force(np.full(s.r, 1e-6))).all()\n")
+    render = ("from tests.unit.test_shell_source import _sound, _strike\n"
+              "y, st = _strike(_sound('linear'), 0.01)\nassert abs(y).max() > 0, 'silent'\n")
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba"))
+    for i, code in enumerate((force, render, render)):
+        p = subprocess.run([sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True,
+                           timeout=600)
+        assert p.returncode == 0, f"process {i + 1}: exit {p.returncode}\n{p.stderr[-2000:]}"

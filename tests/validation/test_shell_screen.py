@@ -53,7 +53,7 @@ def test_matrix_entry_matches_brute_force_double_layer(k):
         ref = (brute_double_layer(V[:3], x + h * nx, k) - brute_double_layer(V[:3], x - h * nx, k)) / (2 * h)
         M = np.empty((2, 2), complex)
         S._matrix(np.array([[9.0, 9, 9], x]), np.array([N[0], nx]), P0, P1, P2, k, et, ew, st, sw,
-                  S.TRI_BARY, S.TRI_W, M)
+                  S.TRI_BARY, S.TRI_W, np.inf, np.inf, M)
         assert abs(M[1, 0] - ref) <= tol * abs(ref), (x, M[1, 0], ref)
 
 
@@ -170,3 +170,22 @@ def test_bad_surfaces_are_named():
         S.screen_radiator(V, F, U, [300.0], cache=False, max_faces=5)
     with pytest.raises(InputError, match="positive"):
         S.screen_radiator(V, F, U, [0.0], cache=False)
+
+
+def test_far_panel_point_rules_match_the_exact_matrix():
+    """The 1- and 3-point rules for far panels against the exact edge form everywhere: listener fields of three
+    smooth right-hand sides on a 24-segment trash can (986 triangles). Measured: <= 0.035 % at k = 2, <= 1.2 % at
+    k = 20 (ka ~ 5)."""
+    from impactsound.scene.shells import make_shell
+    m = make_shell("trash_can", None, 24)
+    V, F = np.asarray(m.vertices, float), np.asarray(m.faces)
+    C0 = V[F].mean(axis=1)
+    b = np.stack([np.ones(len(F)), C0[:, 0] / 0.1, np.cos(8 * C0[:, 1] / 0.3)], 1)
+    x = 2 * fibonacci(24)
+    for k, tol in ((2.0, 1e-3), (20.0, 0.02)):
+        D = S.double_layer(V, F, k, x)
+        pe = D @ np.linalg.solve(S.screen_matrix(V, F, k, far=(np.inf, np.inf)), b)
+        pa = D @ np.linalg.solve(S.screen_matrix(V, F, k), b)
+        err = np.abs(pa - pe).max(axis=0) / np.abs(pe).max(axis=0)
+        print(f"k = {k}: far-panel rules, largest field error {err.max():.2g}")
+        assert err.max() < tol

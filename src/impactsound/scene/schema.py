@@ -253,7 +253,7 @@ def _shell_object(o: ObjectSpec, where: str, base: Path, material: Material):
                                  o.scale, o.shell, where)
     Vb, F, coll, mass, inertia, com = shell_body_geometry(V, F, o.shell, material, where)
     setup = ShellSetup(vertices=Vb, faces=F, thickness=float(o.shell.thickness), spec=o.shell, source=source,
-                       surface_hash=content_hash(Vb, F))
+                       surface_hash=content_hash(Vb, F), shape=o.shape, size=dict(o.size or {}), com=com)
     return coll, source, setup, mass, inertia, com
 
 

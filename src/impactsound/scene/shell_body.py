@@ -40,10 +40,13 @@ class ShellSpec(BaseModel):
     dynamics: Literal["nonlinear", "linear"] = Field(
         default="nonlinear", description="nonlinear: reduced discrete-shell forces by cubature (Chadwick, An & "
         "James 2009); linear: the same modes without the nonlinear coupling")
-    radiation: Literal["low_order", "ffat"] = Field(
-        default="low_order", description="low_order: a simple-source surface sum per mode (Rayleigh "
-        "integral for open sheets; rough: low, short-circuited modes come out up to ~20 dB too loud); ffat: FFAT "
-        "maps of the thickened surface (not available in scenes yet)")
+    radiation: Literal["screen", "ffat", "low_order"] | None = Field(
+        default=None, description="screen: BEM of the open mid-surface as a vibrating screen (the default for "
+        "open shells); ffat: FFAT maps of BEM solves on the thickened surface (open) or on the surface itself "
+        "(closed; the default for closed shells), slow; low_order: a simple-source surface sum per mode (rough: "
+        "low, short-circuited modes come out up to ~20 dB too loud)")
+    radiation_faces: int = Field(default=2000, ge=50, description="largest triangle count of the dense "
+                                 "radiation solve; built-in shapes are rebuilt coarser to fit it")
     modes: int = Field(default=60, ge=1, le=400, description="kept linear modes r (lowest first)")
     f_max: float = Field(default=20000.0, gt=0, description="highest kept mode frequency [Hz]")
     resolution: int | float | None = Field(default=None, description="built-in shapes: segments around the "
@@ -77,6 +80,26 @@ class ShellSetup:
     spec: ShellSpec
     source: str
     surface_hash: str
+    shape: str | None = None
+    size: dict | None = None
+    com: np.ndarray | None = None
+
+    def radiation_surface(self, max_faces: int):
+        """A surface of at most ``max_faces`` triangles to radiate through, body frame: None for the mid-surface
+        itself; for a finer built-in shape, the same shape rebuilt at the finest resolution that fits (the
+        modes are interpolated onto it); InputError for a finer mesh file."""
+        if len(self.faces) <= max_faces:
+            return None
+        if self.shape is None:
+            raise InputError(f"shell mesh {self.source}: {len(self.faces)} triangles, over the radiation solve's "
+                             f"budget shell.radiation_faces = {max_faces}; raise it (the dense solve grows as "
+                             "its cube), give a coarser mesh, or use shell.radiation = \"low_order\"")
+        from .shells import make_shell
+        for res in (40, 32, 28, 24, 20, 16, 12, 8):
+            m = make_shell(self.shape, self.size, res)
+            if len(m.faces) <= max_faces:
+                return np.asarray(m.vertices, np.float64) - self.com, np.asarray(m.faces, np.int64)
+        raise InputError(f"shell {self.shape}: no resolution fits shell.radiation_faces = {max_faces}; raise it")
 
 
 def vertex_normals(V: np.ndarray, F: np.ndarray) -> np.ndarray:

@@ -237,7 +237,7 @@ def cubature_force(Ue, X0, q, w, gN, R, Qm, th0, interior, A, c_m, c_b, part, ou
             out[p] += part[c, p]
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=False, nogil=True)     # calls the parallel cubature_force: not cacheable (numba issue #8578)
 def newmark_free(Ue, X0, w, gN, R, Qm, th0, interior, A, c_m, c_b, part, q, v, fint, dt, d, n_steps):
     """n_steps explicit central-difference Newmark steps (the variant of dynamics.integrate, no load) with the
     cubature force, in place on q, v and fint (= f~(q) on entry and exit)."""

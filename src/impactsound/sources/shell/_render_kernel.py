@@ -8,7 +8,7 @@ the new velocity, Chadwick, An & James 2009, sec. 2.3; impulse limiter of sec. 3
     f(q) = Lambda' q + sum_i w_i g_i(q) - K_c q       (nonlinear: cubature, its own linear part K_c replaced)
 
 (render.py explains Lambda' and K_c). The acceleration recorded at step n is q''_n = alpha_n f_ext,n - D v_n -
-f(q_n), with v_n after the impulse of step n.
+f(q_n), with v_n after the impulse of step n (also recorded where the radiation needs it, render.py).
 """
 from __future__ import annotations
 
@@ -21,7 +21,10 @@ from ._cubature_kernel import cubature_force
 from .dynamics import _limiter_alpha
 
 
-@njit(cache=True, nogil=True)
+# Not cached (cache=False) on purpose: these call the parallel cubature_force, and a cached non-parallel function
+# that calls a parallel one segfaults when it is loaded from Numba's cache in a later process (numba issue #8578,
+# reproduced here with numba 0.68: the second render of a shell crashed). They compile in each process instead.
+@njit(cache=False, nogil=True)
 def _force(q, w2, nonlinear, Kc, Ue, X0, wts, gN, R, Qm, th0, interior, A, c_m, c_b, part, out, tmp):
     r = q.shape[0]
     if nonlinear:
@@ -36,12 +39,13 @@ def _force(q, w2, nonlinear, Kc, Ue, X0, wts, gN, R, Qm, th0, interior, A, c_m, 
             out[a] = w2[a] * q[a]
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=False, nogil=True)
 def run_block(q, v, fint, dt, w2, d, nonlinear, Kc, Ue, X0, wts, gN, R, Qm, th0, interior, A, c_m, c_b, part,
-              n0, sched_step, sched_f, k0, e_max, alphas, branches, qdd):
+              n0, sched_step, sched_f, k0, e_max, alphas, branches, qdd, vel):
     """Steps n0 .. n0 + len(qdd) - 1 in place on (q, v, fint = f(q)); scheduled impulses sched_f[k] (force
     [N/sqrt(kg)] held over step sched_step[k], ascending) from index k0; returns the next schedule index.
-    alphas/branches get the limiter's factor and branch per schedule row. qdd (nb, r) receives q''_n."""
+    alphas/branches get the limiter's factor and branch per schedule row. qdd (nb, r) receives q''_n; vel
+    (nb, r), unless it has no rows, receives v_n (the velocity q''_n is taken at)."""
     r = q.shape[0]
     h = 0.5 * dt
     acc = np.empty(r)
@@ -49,6 +53,7 @@ def run_block(q, v, fint, dt, w2, d, nonlinear, Kc, Ue, X0, wts, gN, R, Qm, th0,
     tmp = np.empty(r)
     k = k0
     K = sched_step.shape[0]
+    want_v = vel.shape[0] > 0
     for i in range(qdd.shape[0]):
         n = n0 + i
         have = False
@@ -74,6 +79,8 @@ def run_block(q, v, fint, dt, w2, d, nonlinear, Kc, Ue, X0, wts, gN, R, Qm, th0,
         for a in range(r):
             acc[a] = -d[a] * v[a] - fint[a]
             qdd[i, a] = acc[a] + (fe[a] if have else 0.0)
+            if want_v:
+                vel[i, a] = v[a]
             q[a] += dt * v[a] + h * dt * acc[a]
         _force(q, w2, nonlinear, Kc, Ue, X0, wts, gN, R, Qm, th0, interior, A, c_m, c_b, part, fint, tmp)
         for a in range(r):
@@ -83,7 +90,7 @@ def run_block(q, v, fint, dt, w2, d, nonlinear, Kc, Ue, X0, wts, gN, R, Qm, th0,
     return k
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=False, nogil=True)
 def force_of(q, w2, nonlinear, Kc, Ue, X0, wts, gN, R, Qm, th0, interior, A, c_m, c_b, part):
     """f(q) (module docstring) as a new array."""
     out = np.empty(q.shape[0])

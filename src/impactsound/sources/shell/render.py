@@ -2,8 +2,8 @@
 by the scene's contact events through the impulse limiter, radiated to the listeners.
 
 Chadwick, An & James 2009, "Harmonic Shells": sec. 2.2-2.3 (reduced nonlinear dynamics, explicit subspace
-Newmark at audio rate), sec. 3 (impulse limiter, Algorithm 1), sec. 4 (radiation; here the low-order stand-in
-of radiation.py). Units SI throughout; pressures in pascals.
+Newmark at audio rate), sec. 3 (impulse limiter, Algorithm 1), sec. 4 (radiation: the screen BEM of screen.py, the FFAT maps of ffat.py or the
+low-order sum of radiation.py). Units SI throughout; pressures in pascals.
 
 Choices (the package's, stated):
 
@@ -20,10 +20,13 @@ Choices (the package's, stated):
   contact point) is spread over its Hertz contact time tau as the half-sine, integrated exactly over each step;
   the impulse of every step passes the limiter (E_max = sigma x mass). Rows scaled to zero are counted and
   logged.
-* Radiation: the delay-binned surface sum of radiation.py (each triangle's normal acceleration delayed by its
-  own distance / c) at each event's pose (listeners in the body frame then), cross-faded linearly in time between
-  consecutive events of the body (a tumbling shell's pose is known at its events). Binaural listeners get the
-  spherical-head shadow of each mode at its frequency, as the modal source does.
+* Radiation (:func:`radiation_weights`): per mode, the complex transfer of the screen BEM (screen.py, the
+  default for open shells) or of BEM FFAT maps (ffat.py), applied to the mode's acceleration and its quadrature
+  w_j q'_j; or the delay-binned surface sum of radiation.py (low_order: each triangle's normal acceleration
+  delayed by its own distance / c). Weights are taken at each event's pose (listeners in the body frame then)
+  and cross-faded linearly in time between consecutive events of the body (a tumbling shell's pose is known at
+  its events). Binaural listeners get the spherical-head shadow of each mode at its frequency, as the modal
+  source does.
 * Output: the pressure is summed at the simulation rate and brought to the output rate with a polyphase low-pass
   (scipy.signal.resample_poly). Stepping stops once no impulse is left and the modal energy has fallen 120 dB
   below its peak.
@@ -124,6 +127,32 @@ def impulse_schedule(t0, tau, I, dt: float, n_steps: int):
     return uniq, F
 
 
+def radiation_weights(radiator, points, c: float, rho: float, rate: float):
+    """Time-domain radiation weights at body-frame points (n, 3) for sample rate ``rate`` [Hz]:
+    (B (n, bins, m), d0 (n,) int, quadrature) with p[t] = sum_b sum_s B[p, b, s] y_s[t - d0 - b].
+
+    * A radiator with ``delay_weights`` (the low-order surface sum): y = q'' (m = r), its own delay bins.
+    * Otherwise a complex transfer A_j(x) per unit modal acceleration with the bulk delay |x| / c removed
+      (screen.py, ffat.py): y = [q'', w q'] (m = 2 r, quadrature = True), B = [Re A, Im A] at the bulk delay,
+      split linearly between its two neighbouring samples. For e^{-i w t}, a mode ringing at w_j has
+      q'' = Re(a e^{-i w_j t}) and w_j q' = Re(i a e^{-i w_j t}), so Re(A) q'' + Im(A) w_j q' = Re(A a e^{-i
+      w_j t}): the transfer's magnitude and phase, each mode radiated at its own frequency (Chadwick, An &
+      James 2009, sec. 4), causally. Content of q_j far above w_j (the contact force's spike, the nonlinear
+      spreading) keeps the real part's weight and sees the quadrature term fall as w_j / w, never amplified.
+    """
+    P = np.asarray(points, np.float64).reshape(-1, 3)
+    if hasattr(radiator, "delay_weights"):
+        B, d0 = radiator.delay_weights(P, c, rho, rate)
+        return B, d0, False
+    A = np.asarray(radiator.transfer(P, c, rho))
+    x = np.sqrt((P**2).sum(axis=1)) * float(rate) / float(c)
+    d0 = np.floor(x).astype(np.int64)
+    fr = (x - d0)[:, None]
+    AA = np.concatenate([A.real, A.imag], axis=1)                               # (n, 2 r)
+    B = np.stack([(1.0 - fr) * AA, fr * AA], axis=1)                            # (n, 2, 2 r)
+    return B, d0, True
+
+
 def render_shell(sound: ShellSound, t0, tau, face, bary, J_b, xl_b, sample_rate: int, n_samples: int, *,
                  c: float, rho: float, gains=None, progress=None) -> tuple[np.ndarray, dict]:
     """Pressure (L, n_samples) [Pa] of one shell struck by n events.
@@ -151,14 +180,15 @@ def render_shell(sound: ShellSound, t0, tau, face, bary, J_b, xl_b, sample_rate:
         gains = np.asarray(gains)[order]
     I = sound.modal_impulses(face, bary, J_b)
     steps, F = impulse_schedule(t0, tau, I, dt, n_steps)
-    # radiation keyframes: the delay-binned surface sum at each event's pose (module docstring)
-    B, d0 = sound.radiator.delay_weights(xl_b.reshape(-1, 3), c, rho, rate)
+    # radiation keyframes at each event's pose (module docstring)
+    B, d0, quad = radiation_weights(sound.radiator, xl_b.reshape(-1, 3), c, rho, rate)
     nb_bins = B.shape[1]
-    B = B.reshape(n_ev, L, nb_bins, r)
+    nsig = B.shape[2]                                                           # r, or 2 r with quadrature
+    B = B.reshape(n_ev, L, nb_bins, nsig)
     d0 = d0.reshape(n_ev, L)
     if gains is not None:
-        B = B * gains[:, :, None, :]
-    Bt = np.ascontiguousarray(B.transpose(0, 1, 3, 2))                          # (n, L, r, bins)
+        B = B * np.concatenate([gains] * (nsig // r), axis=2)[:, :, None, :]
+    Bt = np.ascontiguousarray(B.transpose(0, 1, 3, 2))                          # (n, L, nsig, bins)
     # stepping
     w2p = ((2.0 / dt) * np.sin(omega * dt / 2.0)) ** 2                          # pre-warped stiffness
     d = 2.0 * sound.xi * omega
@@ -189,8 +219,9 @@ def render_shell(sound: ShellSound, t0, tau, face, bary, J_b, xl_b, sample_rate:
     while n_run < n_steps:
         nb = min(BLOCK, n_steps - n_run)
         qdd = np.zeros((nb, r))
+        vel = np.zeros((nb if quad else 0, r))
         k = kern.run_block(q, v, fint, dt, w2p, d, nonlinear, Kc, *args, n_run, steps, F, k, e_max, alphas,
-                           branches, qdd)
+                           branches, qdd, vel)
         if k < 0:
             raise SolverError("the shell state became non-finite: the nonlinear forces stiffened the shell beyond "
                               "the stable step; lower shell.energy_limit or keep fewer modes")
@@ -203,7 +234,7 @@ def render_shell(sound: ShellSound, t0, tau, face, bary, J_b, xl_b, sample_rate:
             e1 = min(e + 1, n_ev - 1)
             lam = np.zeros(len(rows)) if e1 == e else np.clip((tn[rows] - te[e]) / max(te[e1] - te[e], 1e-300),
                                                               0, 1)
-            Q = qdd[rows]
+            Q = np.concatenate([qdd[rows], vel[rows] * omega], axis=1) if quad else qdd[rows]
             at = n_run + rows[0]
             for kk, wgt in ((e, 1.0 - lam), (e1, lam)) if e1 != e else ((e, 1.0 - lam),):
                 for l in range(L):

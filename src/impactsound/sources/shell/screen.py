@@ -46,7 +46,7 @@ from ...assets import Asset, cache_dir, content_hash, read_asset, write_asset
 from ...errors import AssetError, InputError, MeshError
 
 #: version of this module's numerics (part of the cache key)
-CODE_VERSION = "shell-screen-1"
+CODE_VERSION = "shell-screen-2"
 KIND = "shell_screen"
 #: default triangle budget of the dense screen solve (complex N x N matrix: 3,000 -> 144 MB, LU ~2-4 s on 2 cores)
 MAX_FACES = 3000
@@ -54,6 +54,10 @@ MAX_FACES = 3000
 EDGE_POINTS = 4
 #: Gauss-Legendre points in the angle for the self-panel area integral (per sub-triangle)
 SELF_POINTS = 8
+#: panels farther than FAR_1 (FAR_3) x their longest edge from a collocation point: 1-point (3-point) rule of the
+#: hypersingular kernel instead of the exact edge form (errors measured in tests/validation/test_shell_screen.py)
+FAR_1 = 8.0
+FAR_3 = 3.0
 
 # 7-point (degree 5) triangle rule (Strang & Fix), barycentric coordinates and weights summing to 1
 _A1, _B1 = 0.059715871789770, 0.470142064105115
@@ -138,16 +142,62 @@ def _self_area(x, P0, P1, P2, k, gt, gw):
     return tot
 
 
+@njit(cache=True, inline="always")
+def _hypersingular_point(x, nx, y, ny, k):
+    """d^2 G(x, y) / dn_x dn_y (both normals unit), x != y."""
+    dx, dy, dz = x[0] - y[0], x[1] - y[1], x[2] - y[2]
+    r2 = dx * dx + dy * dy + dz * dz
+    r = math.sqrt(r2)
+    e = np.exp(1j * k * r) / (4.0 * math.pi * r2 * r)
+    g1 = e * (1j * k * r - 1.0)                                   # G'(r) / r
+    g2 = e * (2.0 - 2j * k * r - k * k * r2)                      # G''(r)
+    a = nx[0] * dx + nx[1] * dy + nx[2] * dz
+    b = ny[0] * dx + ny[1] * dy + ny[2] * dz
+    nn = nx[0] * ny[0] + nx[1] * ny[1] + nx[2] * ny[2]
+    return -(g1 * nn + (g2 - g1) * a * b / r2)
+
+
 @njit(cache=True, parallel=True)
-def _matrix(C, Nrm, P0, P1, P2, k, et, ew, st, sw, tb, tw, M):
-    """M[i, f] = n_i . [-oint_{dT_f} grad_x G x dl + k^2 n_f int_{T_f} G dS] at centroid x_i (module docstring)."""
+def _matrix(C, Nrm, P0, P1, P2, k, et, ew, st, sw, tb, tw, far1, far3, M):
+    """M[i, f] = n_i . [-oint_{dT_f} grad_x G x dl + k^2 n_f int_{T_f} G dS] at centroid x_i (module docstring).
+
+    Panels farther than far1 x their longest edge from x_i: the kernel d^2 G / dn_x dn_y at their centroid
+    times their area; farther than far3 x: its degree-2 three-point rule; nearer: the exact edge form."""
     n = C.shape[0]
     ng = tb.shape[0]
+    areas = np.empty(P0.shape[0])
+    size2 = np.empty(P0.shape[0])
+    cen = np.empty((P0.shape[0], 3))
+    for f in range(P0.shape[0]):
+        e1 = P1[f] - P0[f]
+        e2 = P2[f] - P0[f]
+        e3 = P2[f] - P1[f]
+        areas[f] = 0.5 * math.sqrt((e1[1] * e2[2] - e1[2] * e2[1]) ** 2 + (e1[2] * e2[0] - e1[0] * e2[2]) ** 2
+                                  + (e1[0] * e2[1] - e1[1] * e2[0]) ** 2)
+        size2[f] = max((e1 ** 2).sum(), (e2 ** 2).sum(), (e3 ** 2).sum())
+        cen[f] = (P0[f] + P1[f] + P2[f]) / 3.0
     for i in prange(n):
         x = C[i]
         lap = np.zeros(3)
         rem = np.zeros(3, np.complex128)
         for f in range(n):
+            d2 = ((x - cen[f]) ** 2).sum()
+            if d2 > far1 * far1 * size2[f]:
+                M[i, f] = areas[f] * _hypersingular_point(x, Nrm[i], cen[f], Nrm[f], k)
+                continue
+            if d2 > far3 * far3 * size2[f]:
+                acc = 0.0 + 0.0j
+                for g in range(3):
+                    y = (P0[f] + P1[f] + P2[f]) / 6.0
+                    if g == 0:
+                        y = y + 0.5 * P0[f]
+                    elif g == 1:
+                        y = y + 0.5 * P1[f]
+                    else:
+                        y = y + 0.5 * P2[f]
+                    acc += _hypersingular_point(x, Nrm[i], y, Nrm[f], k)
+                M[i, f] = areas[f] * acc / 3.0
+                continue
             lap[:] = 0.0
             rem[:] = 0.0
             for e in range(3):
@@ -175,17 +225,13 @@ def _matrix(C, Nrm, P0, P1, P2, k, et, ew, st, sw, tb, tw, M):
                 if f == i:
                     sg = _self_area(x, P0[f], P1[f], P2[f], k, st, sw)
                 else:
-                    e1 = P1[f] - P0[f]
-                    e2 = P2[f] - P0[f]
-                    area = 0.5 * math.sqrt((e1[1] * e2[2] - e1[2] * e2[1]) ** 2 + (e1[2] * e2[0] - e1[0] * e2[2]) ** 2
-                                           + (e1[0] * e2[1] - e1[1] * e2[0]) ** 2)
                     sg = 0.0 + 0.0j
                     for g in range(ng):
                         y = tb[g, 0] * P0[f] + tb[g, 1] * P1[f] + tb[g, 2] * P2[f]
                         d = x - y
                         r = math.sqrt(d[0] ** 2 + d[1] ** 2 + d[2] ** 2)
                         sg += tw[g] * np.exp(1j * k * r) / (4.0 * math.pi * r)
-                    sg *= area
+                    sg *= areas[f]
                 val += k * k * nn * sg
             M[i, f] = val
 
@@ -216,9 +262,9 @@ def _geometry(V, F):
     return P0, P1, P2, cr / dbl[:, None], 0.5 * dbl
 
 
-def screen_matrix(vertices, faces, k: float) -> np.ndarray:
+def screen_matrix(vertices, faces, k: float, far=(FAR_1, FAR_3)) -> np.ndarray:
     """The collocation matrix M (Nf, Nf) of the screen equation M mu = dp/dn at the centroids, wavenumber k
-    [1/m] (module docstring). Exposed for tests."""
+    [1/m] (module docstring); ``far``: the distance thresholds of the point rules (np.inf: exact everywhere)."""
     V = np.asarray(vertices, np.float64)
     F = np.asarray(faces, np.int64)
     P0, P1, P2, N, _ = _geometry(V, F)
@@ -226,7 +272,7 @@ def screen_matrix(vertices, faces, k: float) -> np.ndarray:
     et, ew = _gauss01(EDGE_POINTS)
     st, sw = _gauss01(SELF_POINTS)
     M = np.empty((len(F), len(F)), np.complex128)
-    _matrix(C, N, P0, P1, P2, float(k), et, ew, st, sw, TRI_BARY, TRI_W, M)
+    _matrix(C, N, P0, P1, P2, float(k), et, ew, st, sw, TRI_BARY, TRI_W, float(far[0]), float(far[1]), M)
     return M
 
 
@@ -378,7 +424,7 @@ def screen_radiator(vertices, faces, U, omega, *, air=None, max_faces: int = MAX
     un = normal_displacement(Vs, Fs, Us)
     rhs = -rho * un                                          # dp/dn = -rho a_n per unit modal acceleration
     k = omega / c
-    h = content_hash(KIND, CODE_VERSION, Vs, Fs, rhs, k, EDGE_POINTS, SELF_POINTS)
+    h = content_hash(KIND, CODE_VERSION, Vs, Fs, rhs, k, EDGE_POINTS, SELF_POINTS, FAR_1, FAR_3)
     path = cache_dir() / f"shell-screen-{h[:32]}.h5"
     info = {"faces": int(len(Fs)), "coarse": coarse is not None, "path": str(path)}
     if cache:

@@ -68,9 +68,40 @@ def shell_cubature_for(model, modes, spec, progress=QUIET):
     return rs, cub, rs.compiled_cubature(cub)
 
 
-def prepare_shell(body, sample_rate: int, progress=QUIET):
-    """A :class:`~impactsound.sources.shell.render.ShellSound` for a scene body with a shell table."""
+def radiation_model(setup, U, omega, air, progress=QUIET):
+    """(radiator, kind, info) of a scene shell: its ``shell.radiation`` (default: "screen" for an open mid-surface,
+    "ffat" for a closed one), solved on the mid-surface or a coarser rebuild of a built-in shape
+    (:meth:`~impactsound.scene.shell_body.ShellSetup.radiation_surface`), from the cache when solved before."""
+    from ...scene.shell_body import boundary_edges
     from .radiation import ShellRadiator
+    spec = setup.spec
+    closed = len(boundary_edges(np.asarray(setup.faces))) == 0
+    kind = spec.radiation or ("ffat" if closed else "screen")
+    if kind == "low_order":
+        return ShellRadiator.from_surface(setup.vertices, setup.faces, U, omega), kind, {}
+    if kind == "screen" and closed:
+        raise InputError(f"shell {setup.source}: radiation = \"screen\" needs an open surface (air on both faces "
+                         "of the wall); this mid-surface is closed: use radiation = \"ffat\" (the default for "
+                         "closed shells) or \"low_order\"")
+    max_faces = int(spec.radiation_faces)
+    if kind == "screen":
+        from .screen import screen_radiator
+        coarse = setup.radiation_surface(max_faces)
+        rad = screen_radiator(setup.vertices, setup.faces, U, omega, air=air, max_faces=max_faces,
+                              coarse=coarse, progress=progress, name=setup.source)
+        return rad, kind, {"radiation_faces": int(len(rad.faces)), "radiation_cached": bool(rad.info["cached"])}
+    from .ffat import shell_transfer, thickened_face_count
+    nf = len(setup.faces) if closed else thickened_face_count(setup.faces)
+    coarse = None
+    if nf > max_faces:
+        coarse = setup.radiation_surface(max_faces // (1 if closed else 2))
+    st = shell_transfer(setup.vertices, setup.faces, U, omega, air=air, max_modes=len(omega), coarse=coarse,
+                        max_faces=max(max_faces, 3000), progress=progress)
+    return st, kind, {"ffat_faces": st.info.get("faces"), "ffat_asset": st.info.get("path")}
+
+
+def prepare_shell(body, sample_rate: int, progress=QUIET, air=None):
+    """A :class:`~impactsound.sources.shell.render.ShellSound` for a scene body with a shell table."""
     from .render import ShellSound, rest_stiffness
     setup = body.shell
     spec = setup.spec
@@ -78,7 +109,7 @@ def prepare_shell(body, sample_rate: int, progress=QUIET):
     with progress.stage(f"shell modes of {body.name}"):
         model, modes, mpath = shell_modes_cached(setup, body.material, f_max, progress)
     omega = np.sqrt(np.asarray(modes.omega2, np.float64))
-    info = {"dynamics": spec.dynamics, "radiation": "low_order (simple-source surface sum)",
+    info = {"dynamics": spec.dynamics,
             "modes": int(len(omega)), "f_hz": [float(omega[0] / (2 * np.pi)), float(omega[-1] / (2 * np.pi))],
             "thickness_m": setup.thickness, "vertices": int(len(setup.vertices)),
             "triangles": int(len(setup.faces)), "modes_asset": str(mpath)}
@@ -92,7 +123,9 @@ def prepare_shell(body, sample_rate: int, progress=QUIET):
                     cubature_holdout_error=float(cub.holdout_error))
     progress.message(f"  {body.name}: thin shell, {len(omega)} modes {info['f_hz'][0]:.0f}-{info['f_hz'][1]:.0f} "
                      f"Hz, {spec.dynamics}" + (f", {info['cubature_elements']} cubature elements" if cc else ""))
-    rad = ShellRadiator.from_surface(setup.vertices, setup.faces, modes.U, omega)
+    with progress.stage(f"shell radiation of {body.name}") as update:
+        rad, kind, rinfo = radiation_model(setup, modes.U, omega, air, update)
+    info.update(radiation=kind, **rinfo)
     return ShellSound(vertices=setup.vertices, faces=setup.faces, U=np.asarray(modes.U), omega=omega,
                       xi=np.asarray(modes.damping_ratios, np.float64) * np.ones_like(omega), mass=body.mass,
                       energy_limit=float(spec.energy_limit), radiator=rad, cubature=cc, Kc=Kc, info=info)
@@ -107,12 +140,14 @@ class ShellPrepared:
 
 
 def prepare(scene, progress=QUIET) -> ShellPrepared:
-    for body in scene.bodies:
-        if body.shell is not None and body.shell.spec.radiation == "ffat":
-            raise InputError(f"{scene.path}: object {body.name}: shell.radiation = \"ffat\" is not available for "
-                             "thin shells yet (FFAT maps need BEM solves on the thickened surface); use "
-                             "radiation = \"low_order\"")
-    sounds = {b.name: prepare_shell(b, scene.sample_rate, progress) for b in scene.bodies if b.shell is not None}
+    sounds = {}
+    for b in scene.bodies:
+        if b.shell is None:
+            continue
+        try:
+            sounds[b.name] = prepare_shell(b, scene.sample_rate, progress, air=scene.air)
+        except InputError as exc:
+            raise InputError(f"{scene.path}: object {b.name}: {exc}") from None
     if not sounds:
         progress.message("  shell: no object has a shell = {...} table; nothing to render")
     return ShellPrepared(sounds)
