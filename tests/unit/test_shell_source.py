@@ -166,16 +166,18 @@ def test_thicken_is_watertight_and_mass_is_thin_shell():
         assert t.volume == pytest.approx(0.004 * m.area, rel=0.05)
 
 
-def _scene(tmp_path, shell, shape="cymbal", extra=""):
+def _scene(tmp_path, shell, shape="cymbal", extra="", name="c", material="bronze"):
+    """A one-shell scene; ``shape`` a built-in shell or "mesh:FILE" (relative to tmp_path)."""
     from impactsound.scene.schema import load_scene
     p = tmp_path / "s.toml"
+    geometry = f'mesh = "{shape[5:]}"' if shape.startswith("mesh:") else f'shape = "{shape}"'
     p.write_text(f"""
 [scene]
 duration = 0.5
 [[object]]
-name = "c"
-shape = "{shape}"
-material = "bronze"
+name = "{name}"
+{geometry}
+material = "{material}"
 position = [0, 0, 1.0]
 shell = {shell}
 {extra}
@@ -236,25 +238,11 @@ def test_scene_radiation_bad_input_is_named(tmp_path):
     from impactsound.sources.shell.source import prepare
     s = trimesh.creation.icosphere(subdivisions=2, radius=0.1)
     s.export(tmp_path / "ball.obj")
-    p = tmp_path / "b.toml"
     for shell, msg in (('{ thickness = 0.001, modes = 4, dynamics = "linear", radiation = "screen" }', "open"),
                        ('{ thickness = 0.001, modes = 4, dynamics = "linear", radiation_faces = 100 }',
                         "radiation_faces")):
-        p.write_text(f"""
-[scene]
-duration = 0.2
-[[object]]
-name = "ball"
-mesh = "ball.obj"
-material = "steel"
-position = [0, 0, 1.0]
-shell = {shell}
-[[listener]]
-position = [0, -1, 1.2]
-""")
-        from impactsound.scene.schema import load_scene
         with pytest.raises(InputError, match=msg) as e:
-            prepare(load_scene(p))
+            prepare(_scene(tmp_path, shell, "mesh:ball.obj", name="ball", material="steel"))
         assert "ball" in str(e.value)
 
 
