@@ -283,6 +283,21 @@ def test_complex_transfer_renders_magnitude_and_phase():
     assert np.allclose(far[48:], near[:-48], atol=1e-6 * np.abs(near).max())
 
 
+def test_closed_shell_defaults_to_bem_ffat(tmp_path):
+    """A closed mid-surface (a sealed ball) radiates through BEM FFAT maps of its outside by default (the screen
+    model would include the sealed air inside)."""
+    import trimesh
+    from impactsound.sources.shell.ffat import ShellTransfer
+    from impactsound.sources.shell.source import prepare
+    box = trimesh.creation.box(extents=(0.3, 0.25, 0.2)).subdivide().subdivide()
+    box.export(tmp_path / "box.obj")
+    sc = _scene(tmp_path, '{ thickness = 0.001, modes = 2, dynamics = "linear" }', "mesh:box.obj",
+                material="steel")
+    snd = prepare(sc).sounds["c"]
+    assert isinstance(snd.radiator, ShellTransfer) and snd.info["radiation"] == "ffat"
+    assert len(snd.info["ffat_faces"]) == 2 and snd.omega.max() < 2 * np.pi * 1000
+
+
 @pytest.mark.slow          # BEM solves (bempp-cl), ~1-2 min on 2 cores
 def test_scene_ffat_radiation_renders(tmp_path):
     """radiation = "ffat" in a scene: FFAT maps of the thickened cymbal, the transfer used by the renderer."""

@@ -4,7 +4,8 @@ Why not the compact monopole + dipole of transfer/low_order.py: an elastic mode 
 orthogonal to the rigid translations, so on a uniform sheet its net normal displacement and its first moment
 vanish and the compact model gives (nearly) zero, while such modes radiate well once the sheet spans a wavelength
 (a 0.5 m cymbal does above ~700 Hz). The paper radiates shells through FFAT maps of BEM solves on the closed,
-thickened surface (Chadwick, An & James 2009, "Harmonic Shells", sec. 4); this module is the cheap stand-in.
+thickened surface (Chadwick, An & James 2009, "Harmonic Shells", sec. 4; ffat.py); the default for open shells is
+the screen BEM of screen.py; this module is the cheap ``radiation = "low_order"`` option.
 
 Model (time convention e^{-i w t}, as everywhere in the package). Each mid-surface triangle f (centroid y_f, unit
 normal n_f, area A_f) with normal acceleration a_f = n_f . u''(y_f) radiates like a small baffled piston into the
