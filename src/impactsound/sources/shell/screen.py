@@ -58,6 +58,8 @@ SELF_POINTS = 8
 #: hypersingular kernel instead of the exact edge form (errors measured in tests/validation/test_shell_screen.py)
 FAR_1 = 8.0
 FAR_3 = 3.0
+#: seconds between checkpoints of a solve in progress (finished modes), so an interrupted solve resumes
+CHECKPOINT_S = 20.0
 
 # 7-point (degree 5) triangle rule (Strang & Fix), barycentric coordinates and weights summing to 1
 _A1, _B1 = 0.059715871789770, 0.470142064105115
@@ -456,7 +458,7 @@ def screen_radiator(vertices, faces, U, omega, *, air=None, max_faces: int = MAX
             raise MeshError(f"screen radiation of {name}: the solve at {kg * c / (2 * np.pi):.1f} Hz is singular "
                             "(a folded or self-touching surface?)")
         done[cols] = True
-        if cache and time.perf_counter() - last > 20.0:
+        if cache and time.perf_counter() - last > CHECKPOINT_S:
             write_asset(part, Asset(kind=KIND + "_partial", arrays={"mu": mu, "done": done}, inputs_hash=h))
             last = time.perf_counter()
         if progress is not None:
