@@ -219,3 +219,17 @@ def test_interrupted_solve_resumes(tmp_path, monkeypatch):
     assert len(calls) == 4 and not again.info["cached"]
     assert np.array_equal(again.mu, ref)
     assert S.screen_radiator(V, F, U, om).info["cached"] and len(calls) == 4
+
+
+def test_listener_on_the_surface_is_refused():
+    """A listener on (or within half a triangle of) the surface: a clear error, not a division by zero or an
+    unresolved field; half a triangle away and farther it is evaluated."""
+    V, F = disk(0.1, 0.025)
+    U = np.tile([0, 0, 1.0], len(V))[:, None]
+    sr = S.screen_radiator(V, F, U, [300.0], cache=False)
+    c = V[F[7]].mean(axis=0)
+    with pytest.raises(InputError, match="from the shell surface"):
+        sr.transfer(c[None])
+    with pytest.raises(InputError, match="from the shell surface"):
+        sr.transfer((c + [0, 0, 0.005])[None])
+    assert np.isfinite(sr.transfer((c + [0, 0, 0.03])[None])).all()

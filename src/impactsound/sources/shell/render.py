@@ -127,18 +127,20 @@ def impulse_schedule(t0, tau, I, dt: float, n_steps: int):
     return uniq, F
 
 
-def radiation_weights(radiator, points, c: float, rho: float, rate: float):
+def radiation_weights(radiator, points, c: float, rho: float, rate: float, omega=None):
     """Time-domain radiation weights at body-frame points (n, 3) for sample rate ``rate`` [Hz]:
     (B (n, bins, m), d0 (n,) int, quadrature) with p[t] = sum_b sum_s B[p, b, s] y_s[t - d0 - b].
 
     * A radiator with ``delay_weights`` (the low-order surface sum): y = q'' (m = r), its own delay bins.
     * Otherwise a complex transfer A_j(x) per unit modal acceleration with the bulk delay |x| / c removed
-      (screen.py, ffat.py): y = [q'', w q'] (m = 2 r, quadrature = True), B = [Re A, Im A] at the bulk delay,
-      split linearly between its two neighbouring samples. For e^{-i w t}, a mode ringing at w_j has
-      q'' = Re(a e^{-i w_j t}) and w_j q' = Re(i a e^{-i w_j t}), so Re(A) q'' + Im(A) w_j q' = Re(A a e^{-i
-      w_j t}): the transfer's magnitude and phase, each mode radiated at its own frequency (Chadwick, An &
-      James 2009, sec. 4), causally. Content of q_j far above w_j (the contact force's spike, the nonlinear
-      spreading) keeps the real part's weight and sees the quadrature term fall as w_j / w, never amplified.
+      (screen.py, ffat.py): y = [q'', w q'] (m = 2 r, quadrature = True), B = [Re A', Im A'] at the whole-sample
+      part d0 of the bulk delay, A' = A e^{i w_j fr / rate} carrying its fraction fr (exact for a ringing mode,
+      no interpolation loss). For e^{-i w t}, a mode ringing at w_j has q'' = Re(a e^{-i w_j t}) and w_j q' =
+      Re(i a e^{-i w_j t}), so Re(A) q'' + Im(A) w_j q' = Re(A a e^{-i w_j t}): the transfer's magnitude and
+      phase, each mode radiated at its own frequency (Chadwick, An & James 2009, sec. 4), causally. Content of q_j
+      at other frequencies w keeps the real part's weight while the quadrature term scales by w_j / w (so it
+      falls above w_j: the contact force's spike, the nonlinear spreading; and grows below it, where a mode
+      carries little). ``omega`` (r,) [rad/s] is needed for the fraction.
     """
     P = np.asarray(points, np.float64).reshape(-1, 3)
     if hasattr(radiator, "delay_weights"):
@@ -147,9 +149,8 @@ def radiation_weights(radiator, points, c: float, rho: float, rate: float):
     A = np.asarray(radiator.transfer(P, c, rho))
     x = np.sqrt((P**2).sum(axis=1)) * float(rate) / float(c)
     d0 = np.floor(x).astype(np.int64)
-    fr = (x - d0)[:, None]
-    AA = np.concatenate([A.real, A.imag], axis=1)                               # (n, 2 r)
-    B = np.stack([(1.0 - fr) * AA, fr * AA], axis=1)                            # (n, 2, 2 r)
+    A = A * np.exp(1j * np.outer(x - d0, np.asarray(omega, np.float64) / float(rate)))
+    B = np.concatenate([A.real, A.imag], axis=1)[:, None, :]                   # (n, 1, 2 r)
     return B, d0, True
 
 
@@ -181,7 +182,7 @@ def render_shell(sound: ShellSound, t0, tau, face, bary, J_b, xl_b, sample_rate:
     I = sound.modal_impulses(face, bary, J_b)
     steps, F = impulse_schedule(t0, tau, I, dt, n_steps)
     # radiation keyframes at each event's pose (module docstring)
-    B, d0, quad = radiation_weights(sound.radiator, xl_b.reshape(-1, 3), c, rho, rate)
+    B, d0, quad = radiation_weights(sound.radiator, xl_b.reshape(-1, 3), c, rho, rate, omega)
     nb_bins = B.shape[1]
     nsig = B.shape[2]                                                           # r, or 2 r with quadrature
     B = B.reshape(n_ev, L, nb_bins, nsig)
@@ -191,6 +192,9 @@ def render_shell(sound: ShellSound, t0, tau, face, bary, J_b, xl_b, sample_rate:
     Bt = np.ascontiguousarray(B.transpose(0, 1, 3, 2))                          # (n, L, nsig, bins)
     # stepping
     w2p = ((2.0 / dt) * np.sin(omega * dt / 2.0)) ** 2                          # pre-warped stiffness
+    # the scheme's ringing mode Q cos(w t_n) has |q''| = w2p Q and |v| = Q sin(w dt) / dt: scaling v by
+    # (2/dt) tan(w dt / 2) (-> w as dt -> 0) makes the quadrature pair equal in level at any w dt
+    wq = (2.0 / dt) * np.tan(omega * dt / 2.0)
     d = 2.0 * sound.xi * omega
     cc = sound.cubature
     nonlinear = cc is not None
@@ -234,7 +238,7 @@ def render_shell(sound: ShellSound, t0, tau, face, bary, J_b, xl_b, sample_rate:
             e1 = min(e + 1, n_ev - 1)
             lam = np.zeros(len(rows)) if e1 == e else np.clip((tn[rows] - te[e]) / max(te[e1] - te[e], 1e-300),
                                                               0, 1)
-            Q = np.concatenate([qdd[rows], vel[rows] * omega], axis=1) if quad else qdd[rows]
+            Q = np.concatenate([qdd[rows], vel[rows] * wq], axis=1) if quad else qdd[rows]
             at = n_run + rows[0]
             for kk, wgt in ((e, 1.0 - lam), (e1, lam)) if e1 != e else ((e, 1.0 - lam),):
                 for l in range(L):

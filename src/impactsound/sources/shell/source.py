@@ -15,7 +15,7 @@ import numpy as np
 from ...assets.store import Asset, cache_dir, content_hash, read_asset, write_asset
 from ...contact.curvature import SurfaceCurvature
 from ...contact.stage import contact_stage
-from ...errors import AssetError, InputError
+from ...errors import AssetError, InputError, MeshError
 from ...io.progress import QUIET
 from ..registry import SourceKind, register
 
@@ -90,13 +90,13 @@ def radiation_model(setup, U, omega, air, progress=QUIET):
         rad = screen_radiator(setup.vertices, setup.faces, U, omega, air=air, max_faces=max_faces,
                               coarse=coarse, progress=progress, name=setup.source)
         return rad, kind, {"radiation_faces": int(len(rad.faces)), "radiation_cached": bool(rad.info["cached"])}
-    from .ffat import shell_transfer, thickened_face_count
-    nf = len(setup.faces) if closed else thickened_face_count(setup.faces)
-    coarse = None
-    if nf > max_faces:
-        coarse = setup.radiation_surface(max_faces // (1 if closed else 2))
+    from .ffat import MAX_FACES, shell_transfer, thickened_face_count
+    # the BEM's own validated budget unless the scene sets one
+    budget = max_faces if "radiation_faces" in spec.model_fields_set else MAX_FACES
+    count = len if closed else thickened_face_count
+    coarse = setup.radiation_surface(budget, count=count)
     st = shell_transfer(setup.vertices, setup.faces, U, omega, air=air, max_modes=len(omega), coarse=coarse,
-                        max_faces=max(max_faces, 3000), progress=progress)
+                        max_faces=budget, progress=progress)
     return st, kind, {"ffat_faces": st.info.get("faces"), "ffat_asset": st.info.get("path")}
 
 
@@ -146,8 +146,8 @@ def prepare(scene, progress=QUIET) -> ShellPrepared:
             continue
         try:
             sounds[b.name] = prepare_shell(b, scene.sample_rate, progress, air=scene.air)
-        except InputError as exc:
-            raise InputError(f"{scene.path}: object {b.name}: {exc}") from None
+        except (InputError, MeshError) as exc:
+            raise type(exc)(f"{scene.path}: object {b.name}: {exc}") from None
     if not sounds:
         progress.message("  shell: no object has a shell = {...} table; nothing to render")
     return ShellPrepared(sounds)
