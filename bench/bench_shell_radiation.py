@@ -87,7 +87,9 @@ def run(shape, n_modes, bem_modes):
             bem.warm_up()
             j = np.arange(bem_modes)
             t0 = time.perf_counter()
-            st = shell_transfer(V, F, U[:, j], om[j], max_modes=bem_modes, coarse=coarse)
+            from impactsound.sources.shell.ffat import coarse_builtin
+            Vb, Fb, _ = coarse_builtin(shape)
+            st = shell_transfer(V, F, U[:, j], om[j], max_modes=bem_modes, coarse=(Vb - com, Fb))
             t_bem = time.perf_counter() - t0
             A_bem = st.transfer(X)
         per = t_bem / bem_modes

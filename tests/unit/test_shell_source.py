@@ -217,14 +217,15 @@ def test_scene_shell_errors(tmp_path, shell, shape, msg):
 
 
 def test_scene_radiation_defaults_to_the_screen_bem(tmp_path):
-    """An open built-in shell radiates through the screen BEM by default (the sidecar says so); a finer built-in
-    shape is solved on a coarser rebuild of itself within shell.radiation_faces."""
+    """An open built-in shell radiates through the screen BEM by default (the sidecar says so), on its mid-surface
+    subdivided while 4 x its triangles fit shell.radiation_faces; a finer built-in shape is solved on a coarser
+    rebuild of itself within the budget."""
     from impactsound.sources.shell.screen import ScreenRadiator
     from impactsound.sources.shell.source import prepare
     sc = _scene(tmp_path, '{ thickness = 0.0012, dynamics = "linear", modes = 6, resolution = 24 }')
     snd = prepare(sc).sounds["c"]
     assert isinstance(snd.radiator, ScreenRadiator) and snd.info["radiation"] == "screen"
-    assert snd.info["radiation_faces"] == len(sc.bodies[0].shell.faces)
+    assert snd.info["radiation_faces"] == 4 * len(sc.bodies[0].shell.faces)      # subdivided within the budget
     sc = _scene(tmp_path, '{ thickness = 0.0012, dynamics = "linear", modes = 6, resolution = 24, '
                           'radiation_faces = 220 }')
     snd = prepare(sc).sounds["c"]

@@ -296,7 +296,7 @@ def low_order_vs_bem(shape, material, h, resolution, modes, size):
 @pytest.mark.slow
 @pytest.mark.timeout(3600)
 def test_cymbal_low_order_vs_bem():
-    """The low-order default (two-sided Rayleigh sum) against BEM FFAT maps, cymbal (0.5 m, 32 segments, 298
+    """The low-order sum (two-sided Rayleigh) and the screen BEM (the default) against BEM FFAT maps, cymbal (0.5 m, 32 segments, 298
     triangles, bronze, h = 1.2 mm), modes 1-12, 16, 20, 30, 40 (28-356 Hz, ka = 0.13-1.6), 48 listeners (24
     directions at 1 m and at 2 m). BEM: default acoustic thickness 13 mm (0.4 x the 32 mm edge after one
     subdivision), 2,688 triangles per mode.
@@ -319,6 +319,13 @@ def test_cymbal_low_order_vs_bem():
     assert np.all(med[:6] > 15.0)                          # ka <= 0.33: +18.5 .. +22.6 dB (short circuit missed)
     assert np.all(med[12:] < 0.0)                          # ka >= 1: -3.6 .. -7.9 dB
     assert np.median(np.abs(e_pt)) < 15.0 and np.percentile(np.abs(e_pt), 90) < 40.0      # 12.7, 33.4
+    # the screen default on the same 298-triangle mid-surface: per-mode power-mean errors +0.1 +0.1 +1.5 -0.1 -4.5
+    # -4.0 -3.9 -16.9 -7.5 -0.9 -4.9 -2.9 -2.0 -2.0 -1.2 -1.8 dB (|.| median 2.0, p90 6.2); listener-mode pairs
+    # |.| median 2.4, p90 13.5 dB. Subdivided once (1,192 triangles, as scenes do within their budget): |.| median
+    # 1.0 / pairs 1.4 dB, p90 9.2; mode 7 then -12.5, mode 8 -6.2 (a near-degenerate pair of weak radiators whose
+    # field is a residue of cancelling neighbours; both models' meshes matter there).
+    assert np.median(np.abs(s_mode)) < 3.0 and np.percentile(np.abs(s_pt), 90) < 16.0
+    assert np.median(np.abs(s_pt)) < 3.0
 
 
 @pytest.mark.slow
@@ -344,3 +351,7 @@ def test_trash_can_low_order_vs_bem():
     med = np.median(e_pt, axis=0)
     assert np.all(med > 3.0)                                           # +4.4 .. +44.9 dB: always too loud
     assert np.median(np.abs(e_pt)) < 18.0 and np.percentile(np.abs(e_pt), 90) < 55.0      # 14.9, 46.8
+    # the screen default (986 triangles, 17 s for the 8 modes on a loaded machine): per-mode power-mean errors
+    # +0.6 -1.8 -1.8 -0.8 -0.8 -2.0 -2.0 -1.3 dB; listener-mode pairs |.| median 1.6, p90 2.0 dB (the BEM's 33 mm
+    # wall makes it ~1-2 dB louder)
+    assert np.all(np.abs(s_mode) < 3.0) and np.percentile(np.abs(s_pt), 90) < 3.0

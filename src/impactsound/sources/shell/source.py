@@ -87,8 +87,18 @@ def radiation_model(setup, U, omega, air, progress=QUIET):
     if kind == "screen":
         from .screen import screen_radiator
         coarse = setup.radiation_surface(max_faces)
-        rad = screen_radiator(setup.vertices, setup.faces, U, omega, air=air, max_faces=max_faces,
-                              coarse=coarse, progress=progress, name=setup.source)
+        V, F, Ur = setup.vertices, setup.faces, U
+        if coarse is None and 4 * len(F) <= max_faces:
+            # room in the budget: midpoint-subdivide (modes linear along edges), which resolves the near-
+            # cancelling neighbours of weakly radiating modes better (measured on a cymbal: level error against
+            # the thickened-surface BEM, |.| median over listeners and modes 2.4 -> 1.4 dB)
+            from ...transfer.precompute import subdivide
+            u = np.asarray(U, np.float64).reshape(len(V), 3, -1).transpose(2, 0, 1)
+            while 4 * len(F) <= max_faces:
+                V, F, u = subdivide(V, F, u)
+            Ur = np.ascontiguousarray(u.transpose(1, 2, 0).reshape(3 * len(V), -1))
+        rad = screen_radiator(V, F, Ur, omega, air=air, max_faces=max_faces, coarse=coarse, progress=progress,
+                              name=setup.source)
         return rad, kind, {"radiation_faces": int(len(rad.faces)), "radiation_cached": bool(rad.info["cached"])}
     from .ffat import MAX_FACES, shell_transfer, thickened_face_count
     # the BEM's own validated budget unless the scene sets one
