@@ -338,3 +338,16 @@ def test_render_kernels_survive_numbas_cache(tmp_path):
         p = subprocess.run([sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True,
                            timeout=600)
         assert p.returncode == 0, f"process {i + 1}: exit {p.returncode}\n{p.stderr[-2000:]}"
+
+
+def test_cold_and_warm_preparation_agree_bitwise(tmp_path, monkeypatch):
+    """Regression: freshly computed shell modes were Fortran-ordered and the cached ones C-ordered, so the
+    radiation's right-hand side differed in the last bits between a cold and a warm run (a cache miss and a
+    recomputation for every run that followed a cold one). Now the second preparation reads everything."""
+    from impactsound.sources.shell.source import prepare
+    monkeypatch.setenv("IMPACTSOUND_CACHE", str(tmp_path / "cache"))
+    shell = '{ thickness = 0.0012, dynamics = "linear", modes = 4, resolution = 16 }'
+    a = prepare(_scene(tmp_path, shell)).sounds["c"]
+    b = prepare(_scene(tmp_path, shell)).sounds["c"]
+    assert not a.info["radiation_cached"] and b.info["radiation_cached"]
+    assert np.array_equal(a.U, b.U) and np.array_equal(a.radiator.mu, b.radiator.mu)

@@ -115,7 +115,7 @@ def normal_displacement(V, F, U):
     cr = np.cross(V[F[:, 1]] - V[F[:, 0]], V[F[:, 2]] - V[F[:, 0]])
     dbl = np.linalg.norm(cr, axis=1)
     n = cr / dbl[:, None]
-    Uv = U.reshape(len(V), 3, U.shape[1])
+    Uv = np.ascontiguousarray(U).reshape(len(V), 3, U.shape[1])           # one layout, one summation order
     uc = (Uv[F[:, 0]] + Uv[F[:, 1]] + Uv[F[:, 2]]) / 3.0              # (F, 3, r) at the centroids
     return n, dbl, np.einsum("fc,fcr->fr", n, uc)
 
