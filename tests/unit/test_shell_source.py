@@ -346,7 +346,7 @@ def test_cold_and_warm_preparation_agree_bitwise(tmp_path, monkeypatch):
     recomputation for every run that followed a cold one). Now the second preparation reads everything."""
     from impactsound.sources.shell.source import prepare
     monkeypatch.setenv("IMPACTSOUND_CACHE", str(tmp_path / "cache"))
-    shell = '{ thickness = 0.0012, dynamics = "linear", modes = 4, resolution = 16 }'
+    shell = '{ thickness = 0.0012, dynamics = "linear", modes = 12, resolution = 48 }'
     a = prepare(_scene(tmp_path, shell)).sounds["c"]
     b = prepare(_scene(tmp_path, shell)).sounds["c"]
     assert not a.info["radiation_cached"] and b.info["radiation_cached"]
