@@ -127,9 +127,10 @@ def _screen_vs_bem(h, ka, fields, t):
 
 
 def test_disk_fields_match_the_thickened_bem():
-    """Against bempp-cl on the thickened disk (independent formulation), coarse 25 mm disk, ka = 1, translation,
-    rocking, twist. Measured median level differences -0.09, -0.05, ~0 dB, largest relative differences 1-2 %."""
-    med, rel = _screen_vs_bem(0.025, 1.0, [0, 1, 2], 0.008)
+    """Against bempp-cl on the thickened disk (independent formulation), coarse 25 mm disk, ka = 1, rocking and
+    twist (translation: Lamb's dipole above). Measured median level differences -0.05, -0.28 dB, largest relative
+    differences 2.0, 4.3 %."""
+    med, rel = _screen_vs_bem(0.025, 1.0, [1, 2], 0.008)
     assert np.all(np.abs(med) < 0.5) and np.all(rel < 0.06)
 
 
