@@ -46,7 +46,8 @@ class ShellSpec(BaseModel):
         "(closed; the default for closed shells), slow; low_order: a simple-source surface sum per mode (rough: "
         "measured -12 to +45 dB off the BEM per mode, the lowest, short-circuited modes too loud)")
     radiation_faces: int = Field(default=2000, ge=50, description="largest triangle count of the dense "
-                                 "radiation solve; built-in shapes are rebuilt coarser to fit it")
+                                 "radiation solve (ffat: 3000 thickened unless set); built-in shapes are rebuilt "
+                                 "coarser to fit it")
     modes: int = Field(default=60, ge=1, le=400, description="kept linear modes r (lowest first)")
     f_max: float = Field(default=20000.0, gt=0, description="highest kept mode frequency [Hz]")
     resolution: int | float | None = Field(default=None, description="built-in shapes: segments around the "
