@@ -34,12 +34,11 @@ Choices (the package's, stated):
 from __future__ import annotations
 
 import logging
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from ...errors import InputError, SolverError
+from ...errors import SolverError
 from . import _render_kernel as kern
 from .dynamics import BRANCH_FULL, choose_rate
 
