@@ -607,7 +607,9 @@ def shell_modes(model: ShellModel, f_max: float | None = 20000.0, n_modes: int |
     rigid_omega2 = np.einsum("ij,ij->j", rig, K @ rig)
     omega = np.sqrt(omega2)
     xi = np.asarray(model.material.damping_ratio(omega), dtype=float) * np.ones_like(omega)
-    return ShellModes(frequencies_hz=freqs, omega2=omega2, U=U, damping_ratios=xi,
+    # C order, the layout a cached copy reads back with: einsum and friends may sum in another order for another
+    # layout, and a run with freshly computed modes must give the bits of one with cached modes
+    return ShellModes(frequencies_hz=freqs, omega2=omega2, U=np.ascontiguousarray(U), damping_ratios=xi,
                       rigid_omega2=rigid_omega2, info=info)
 
 

@@ -45,10 +45,7 @@ def shell_modes_cached(setup, material, f_max: float, progress=QUIET):
         return model, m, path
     except AssetError:
         pass
-    m = shell_modes(model, f_max=f_max, n_modes=int(spec.modes))
-    # C order, as read back from the cache: einsum and friends may sum in another order for another layout, and a
-    # cold render must give the bits of a warm one (and the same content hashes downstream)
-    m.U = np.ascontiguousarray(m.U)
+    m = shell_modes(model, f_max=f_max, n_modes=int(spec.modes))            # (U in C order, as read back)
     if not len(m.frequencies_hz):
         raise InputError(f"shell has no elastic mode below {f_max:g} Hz; raise shell.f_max")
     info = {k: (v if isinstance(v, (int, float, str)) else str(v)) for k, v in m.info.items()}
