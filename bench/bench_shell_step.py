@@ -11,14 +11,17 @@ values, and 200 true modes of the fine mesh take minutes to solve. ``--basis mod
 a coarser ``--resolution`` then).
 
 Timed: the compiled cubature force (CompiledCubature.force) and a whole compiled step (force + the Newmark update
-of dynamics.integrate, CompiledCubature.newmark), on 1 and 2 Numba threads (bitwise equality checked); the plain
+of dynamics.integrate, CompiledCubature.newmark), with U_V stored as float64 and as float32 (precision=; float64
+arithmetic either way), on 1 and 2 Numba threads (bitwise equality checked), interleaved over the repeats (this
+machine's shared L3 makes single timings noisy; the best of the repeats is reported); the plain
 NumPy cubature path (cubature_force with ReducedShell.element_forces: one full ShellModel.element_forces per
 call, then the 800 projections); the exact full reduced force U^T f_int(U q). Flops per step are estimated as
 k (2 x 18 r for the gather + 2 x 18 r for the projection + ~300 for the element) and compared with a measured
 matmul peak (numpy, 1 BLAS thread and default threads, in child processes).
 
     .venv/bin/python bench/bench_shell_step.py [--modes 200] [--elements 800] [--resolution 96]
-                                               [--basis synthetic|modes] [--steps 2000] [--repeat 5]
+                                               [--basis synthetic|modes] [--bending flap|midedge]
+                                               [--steps 2000] [--repeat 5]
 """
 from __future__ import annotations
 
@@ -73,6 +76,8 @@ def main():
     ap.add_argument("--elements", type=int, default=800)
     ap.add_argument("--resolution", type=int, default=96)
     ap.add_argument("--basis", choices=("synthetic", "modes"), default="synthetic")
+    ap.add_argument("--bending", choices=("flap", "midedge"), default="flap",
+                    help="midedge: 24-slot stencils (4 flaps per triangle), 4x the rows streamed per element")
     ap.add_argument("--steps", type=int, default=2000)
     ap.add_argument("--repeat", type=int, default=5)
     a = ap.parse_args()
@@ -80,7 +85,7 @@ def main():
 
     t0 = time.perf_counter()
     mesh = make_shell("trash_can", resolution=a.resolution)
-    model = ShellModel(mesh.vertices, mesh.faces, H, STEEL)
+    model = ShellModel(mesh.vertices, mesh.faces, H, STEEL, bending=a.bending)
     Nf = len(model.faces)
     rng = np.random.default_rng(0)
     if a.basis == "modes":
@@ -97,59 +102,74 @@ def main():
     el = rng.choice(Nf, size=k, replace=False).astype(np.int64)
     w = rng.uniform(0.5, 1.5, k) * Nf / k
     cub = Cubature(el, w, 0.0, np.nan, np.zeros(0))
-    print(f"trash can: {model.n_vertices} vertices, {Nf} triangles, h = {H * 1e3:g} mm, r = {rs.r} "
+    print(f"trash can ({a.bending} bending): {model.n_vertices} vertices, {Nf} triangles, h = {H * 1e3:g} mm, "
+          f"r = {rs.r} "
           f"({a.basis} basis), k = {k} cubature elements; setup {t_setup:.1f} s")
 
     t0 = time.perf_counter()
     cc = rs.compiled_cubature(cub)
     t_pre = time.perf_counter() - t0
+    ccs = {"float64": cc, "float32": rs.compiled_cubature(cub, precision="float32")}
     # a pose with vertex displacements ~ h (nonlinear regime)
     q = rng.standard_normal(rs.r)
     q *= H / np.abs(rs.U @ q).max()
-    cc.force(q)                                               # compile (cached)
-    cc.newmark(q, np.zeros(rs.r), 1e-9, 1)
+    for c in ccs.values():
+        c.force(q)                                            # compile (cached)
+        c.newmark(q, np.zeros(rs.r), 1e-9, 1)
 
     n0 = numba.get_num_threads()
     dt = 0.5 / rs.omega.max()
     d = np.full(rs.r, 1.0)
-    res = {}
-    for th in (1, 2):
-        if th > numba.config.NUMBA_NUM_THREADS:
-            continue
-        numba.set_num_threads(th)
-        f = cc.force(q)
-        tf = best(lambda: cc.force(q), a.repeat, inner=200)
-        ts = best(lambda: cc.newmark(q, np.zeros(rs.r), dt, a.steps, d=d), max(2, a.repeat // 2)) / a.steps
-        res[th] = (f, tf, ts)
+    threads = [th for th in (1, 2) if th <= numba.config.NUMBA_NUM_THREADS]
+    tf = {(p, th): np.inf for p in ccs for th in threads}
+    ts = dict(tf)
+    forces = {}
+    for _ in range(a.repeat):                                 # interleaved: each repeat times every variant
+        for th in threads:
+            numba.set_num_threads(th)
+            for p, c in ccs.items():
+                forces[p, th] = c.force(q)
+                tf[p, th] = min(tf[p, th], best(lambda: c.force(q), 1, inner=200))
+                ts[p, th] = min(ts[p, th], best(lambda: c.newmark(q, np.zeros(rs.r), dt, a.steps, d=d), 1) / a.steps)
     numba.set_num_threads(n0)
-    same = all(np.array_equal(res[1][0], v[0]) for v in res.values())
+    same = all(np.array_equal(forces[p, threads[0]], forces[p, th]) for p in ccs for th in threads)
 
     f_np = cubature_force(cub, rs.element_forces, q)
     t_np = best(lambda: cubature_force(cub, rs.element_forces, q), max(1, a.repeat // 2))
     f_ex = rs.force(q)
     t_ex = best(lambda: rs.force(q), max(1, a.repeat // 2))
-    rel = np.abs(res[1][0] - f_np).max() / np.abs(f_np).max()
+    rel = np.abs(forces["float64", 1] - f_np).max() / np.abs(f_np).max()
+    rel32 = np.abs(forces["float32", 1] - forces["float64", 1]).max() / np.abs(forces["float64", 1]).max()
 
-    flops = k * (2 * 18 * rs.r * 2 + ELEMENT_FLOPS)
+    S = model.stencil.shape[1]                                # 6 (flap) or 24 (midedge) stencil slots
+    flops = k * (2 * 3 * S * rs.r * 2 + ELEMENT_FLOPS * S // 6)
     p1, pn = matmul_peak(1), matmul_peak(None)
-    print(f"precompute (U_V gather, {cc.Ue.nbytes / 2**20:.1f} MiB): {t_pre * 1e3:.1f} ms")
+    print(f"precompute (U_V gather, {cc.Ue.nbytes / 2**20:.1f} MiB float64, "
+          f"{ccs['float32'].Ue.nbytes / 2**20:.1f} MiB float32): {t_pre * 1e3:.1f} ms")
     print(f"flops per step ~ {flops / 1e6:.2f} MFLOP; numpy 2000^3 matmul peak: {p1:.1f} GFLOP/s (1 BLAS thread), "
           f"{pn:.1f} GFLOP/s (default threads)")
-    print(f"{'path':44s} {'ms/step':>10s} {'GFLOP/s':>8s} {'% peak':>7s} {'vs paper 16.1 ms':>17s}")
-    for th, (_, tf, ts) in res.items():
-        pk = p1 if th == 1 else pn
-        for name, t in ((f"compiled cubature force, {th} thread(s)", tf),
-                        (f"compiled step (force + Newmark), {th} thr.", ts)):
-            g = flops / t / 1e9
-            print(f"{name:44s} {t * 1e3:10.4f} {g:8.2f} {100 * g / pk:6.1f}% {16.1e-3 / t:16.1f}x")
+    print(f"{'path':44s} {'ms/step':>10s} {'GFLOP/s':>8s} {'% peak':>7s} {'vs paper 16.1 ms':>17s} {'U_V read':>10s}")
+    for p in ccs:
+        for th in threads:
+            pk = p1 if th == 1 else pn
+            for name, t in ((f"force, U_V {p}, {th} thread(s)", tf[p, th]),
+                            (f"step (force + Newmark), {p}, {th} thr.", ts[p, th])):
+                g = flops / t / 1e9
+                print(f"{name:44s} {t * 1e3:10.4f} {g:8.2f} {100 * g / pk:6.1f}% {16.1e-3 / t:16.1f}x "
+                      f"{ccs[p].Ue.nbytes / t / 1e9:7.1f} GB/s")
     for name, t in (("numpy cubature (ReducedShell.element_forces)", t_np), ("numpy exact full force U^T f(Uq)", t_ex)):
         print(f"{name:44s} {t * 1e3:10.4f} {'':>8s} {'':>7s} {16.1e-3 / t:16.2f}x")
-    t1 = res[1][1]
-    print(f"speed-up of the compiled force (1 thread): {t_np / t1:.0f}x over numpy cubature, {t_ex / t1:.0f}x over "
-          f"the exact force")
-    if 2 in res:
-        print(f"2 threads vs 1: force {res[1][1] / res[2][1]:.2f}x, step {res[1][2] / res[2][2]:.2f}x")
-    print(f"compiled vs numpy cubature force: max rel diff {rel:.2e}; bitwise equal on 1 and 2 threads: {same}; "
+    t1 = tf["float64", 1]
+    print(f"speed-up of the compiled force (float64, 1 thread): {t_np / t1:.0f}x over numpy cubature, "
+          f"{t_ex / t1:.0f}x over the exact force")
+    for p in ccs:
+        if 2 in threads:
+            print(f"{p}: 2 threads vs 1: force {tf[p, 1] / tf[p, 2]:.2f}x, step {ts[p, 1] / ts[p, 2]:.2f}x")
+    for th in threads:
+        print(f"float32 vs float64 storage, {th} thread(s): force {tf['float64', th] / tf['float32', th]:.2f}x, "
+              f"step {ts['float64', th] / ts['float32', th]:.2f}x faster")
+    print(f"compiled vs numpy cubature force: max rel diff {rel:.2e}; float32 vs float64 storage: {rel32:.2e}; "
+          f"bitwise equal on 1 and 2 threads: {same}; "
           f"cubature vs exact (random elements/weights, not trained): {np.linalg.norm(f_np - f_ex) / np.linalg.norm(f_ex):.2f}")
     print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
 

@@ -43,9 +43,12 @@ def load_shell_mesh(path: Path):
 @click.option("--rho", type=float, help="Density [kg/m^3].")
 @click.option("--count", type=int, default=None, help="Most modes kept (default: all below --f-max).")
 @click.option("--f-max", type=float, default=20000.0, show_default=True, help="Highest frequency kept [Hz].")
+@click.option("--bending", type=click.Choice(["flap", "midedge"]), default="flap", show_default=True,
+              help="Discrete bending: flap (the paper's; for meshes that pass the patch test, such as the built-in "
+                   "shapes') or midedge (accurate on any mesh, e.g. alternating diagonals or irregular).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (frequencies_hz ascending, "
               "non-rigid).")
-def modes(mesh: Path, thickness, material, E, nu, rho, count, f_max, as_json):
+def modes(mesh: Path, thickness, material, E, nu, rho, count, f_max, bending, as_json):
     """Linear modes of MESH (a triangle surface, open or closed; metres) as a thin shell of the given thickness:
     the six rigid modes dropped, mass-normalised, with Rayleigh damping from the material."""
     from .cli import _material_option
@@ -56,13 +59,13 @@ def modes(mesh: Path, thickness, material, E, nu, rho, count, f_max, as_json):
     if not (np.isfinite(f_max) and f_max > 0):
         raise InputError(f"--f-max {f_max}: give a positive frequency [Hz]")
     v, f = load_shell_mesh(mesh)
-    model = ShellModel(v, f, thickness, mat)
+    model = ShellModel(v, f, thickness, mat, bending=bending)
     res = shell_modes(model, f_max=f_max, n_modes=count)
     freqs = [float(x) for x in res.frequencies_hz]
     if as_json:
         click.echo(json.dumps({"frequencies_hz": freqs, "damping_ratios": [float(x) for x in res.damping_ratios],
                                "material": mat.name, "thickness_m": thickness, "vertices": int(len(v)),
-                               "triangles": int(len(f)), "f_max_hz": f_max}))
+                               "triangles": int(len(f)), "f_max_hz": f_max, "bending": bending}))
         return
     click.echo(f"{len(freqs)} shell modes ({len(v)} vertices, {len(f)} triangles, h = {thickness:g} m, {mat.name})")
     for i, (fr, x) in enumerate(zip(freqs, res.damping_ratios)):
@@ -143,10 +146,13 @@ def _out_file(out: Path | None) -> Path | None:
 @click.option("--out", type=click.Path(path_type=Path), default=None, metavar="FILE",
               help="Cubature asset file (.h5); default: the asset cache ($IMPACTSOUND_CACHE), named by the "
                    "inputs' hash. An existing FILE built from the same inputs is reused, any other is rebuilt.")
+@click.option("--bending", type=click.Choice(["flap", "midedge"]), default="flap", show_default=True,
+              help="Discrete bending: flap (the paper's; for meshes that pass the patch test, such as the built-in "
+                   "shapes') or midedge (accurate on any mesh, e.g. alternating diagonals or irregular).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
 @click.pass_context
 def train(ctx, mesh_or_shape: str, thickness, material, E, nu, rho, resolution, n_modes, f_max, target,
-          max_elements, workers, scheduler, fallback_local, out, as_json):
+          max_elements, workers, scheduler, fallback_local, out, bending, as_json):
     """Train the cubature of a thin shell's reduced nonlinear force (Chadwick, An & James 2009, sec. 2.3).
 
     MESH_OR_SHAPE is a triangle-mesh file (open or closed surface, metres) or a built-in shape written
@@ -192,7 +198,7 @@ def train(ctx, mesh_or_shape: str, thickness, material, E, nu, rho, resolution, 
         raise InputError(f"--thickness {thickness:g}: not smaller than {label}'s size {size:.3g} m (bounding-box "
                          f"diagonal); give the thickness in metres (e.g. 0.002)")
     try:
-        model = ShellModel(v, f, thickness, mat)
+        model = ShellModel(v, f, thickness, mat, bending=bending)
     except MeshError as exc:
         raise MeshError(f"{label}: {exc}") from None
     t1 = time.perf_counter()

@@ -15,16 +15,19 @@ sys.path.insert(0, str(Path(__file__).parent))
 from test_shell_model import disk  # noqa: E402  (the same ring mesh as the model's own plate test)
 
 
-def test_shell_modes_json_matches_kirchhoff(tmp_path, capsys):
+@pytest.mark.parametrize("bending", ["flap", "midedge"])
+def test_shell_modes_json_matches_kirchhoff(tmp_path, capsys, bending):
     """Free aluminium disk, a = 0.1 m, h = 1 mm: the first elastic mode (two nodal diameters, twice) at
-    lambda^2 = 5.262 (nu = 0.33, Leissa) within 2 % on 16 rings; frequencies ascending, all elastic."""
+    lambda^2 = 5.262 (nu = 0.33, Leissa) within 2 % on 16 rings, with either bending scheme (--bending);
+    frequencies ascending, all elastic."""
     from impactsound.cli import main
     from impactsound.materials import get_material
     V, F = disk(16, 0.1)
     trimesh.Trimesh(V, F, process=False).export(tmp_path / "disk.obj")
     assert main(["-q", "shell", "modes", str(tmp_path / "disk.obj"), "--thickness", "0.001", "--material",
-                 "aluminium", "--count", "6", "--json"]) == 0
+                 "aluminium", "--count", "6", "--bending", bending, "--json"]) == 0
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert out["bending"] == bending
     f = np.array(out["frequencies_hz"])
     al = get_material("aluminium")
     D = al.E * 1e-9 / (12 * (1 - al.nu**2))

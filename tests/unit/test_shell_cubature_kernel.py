@@ -1,8 +1,9 @@
 """Compiled cubature kernel (sources/shell/_cubature_kernel.py, ReducedShell.compiled_cubature) against the NumPy
 reference (Chadwick, An & James 2009, sec. 2.3): per-element nodal forces equal ShellModel.element_forces, reduced
 per-element forces equal ReducedShell.element_forces, the weighted sum equals cubature_force, all to 1e-11
-relative, on random poses of a flat plate and of a curved jittered patch (both with free edges); the result is
-bitwise deterministic and independent of the thread count; the compiled Newmark matches dynamics.integrate."""
+relative, on random poses of a flat plate and of a curved jittered patch (both with free edges), with either bending
+scheme ("flap", "midedge"); the result is bitwise deterministic and independent of the thread count; the compiled
+Newmark matches dynamics.integrate."""
 from __future__ import annotations
 
 import sys
@@ -24,22 +25,23 @@ H = 1e-3
 R_MODES = 7
 
 
-def _reduced(V, F, seed):
+def _reduced(V, F, seed, bending="flap"):
     """A ReducedShell with a random orthonormal basis (the kernel does not assume modes) and omega = 1..r."""
-    m = ShellModel(V, F, H, PLATE_MAT)
+    m = ShellModel(V, F, H, PLATE_MAT, bending=bending)
     rng = np.random.default_rng(seed)
     U, _ = np.linalg.qr(rng.standard_normal((m.ndof, R_MODES)))
     return ReducedShell(m, U, np.linspace(1.0, 2.0, R_MODES))
 
 
-@pytest.fixture(scope="module", params=["plate", "curved"])
+@pytest.fixture(scope="module", params=["plate", "curved", "plate-midedge", "curved-midedge"])
 def shell(request):
-    if request.param == "plate":
+    shape, _, bending = request.param.partition("-")
+    if shape == "plate":
         V, F = disk(5, 0.1)
-        return _reduced(V, F, 1)
+        return _reduced(V, F, 1, bending or "flap")
     V, F = grid(6, 5, 0.1, 0.08, rng=np.random.default_rng(4), z=0.004)
     V[:, 2] += 2.0 * ((V[:, 0] - 0.05) ** 2 + 0.5 * (V[:, 1] - 0.04) ** 2)      # curved rest shape
-    return _reduced(V, F, 2)
+    return _reduced(V, F, 2, bending or "flap")
 
 
 def _poses(rs, n, seed):
@@ -96,7 +98,11 @@ def test_cubature_force_matches_and_is_deterministic(shell):
         assert f.shape == (shell.r,)
         assert _rel(f, ref) <= 1e-11
         assert np.array_equal(f, cc.force(q))
-    q = _poses(shell, 1, 13)[0]
+    _assert_thread_independent(cc, _poses(shell, 1, 13)[0])
+
+
+def _assert_thread_independent(cc, q):
+    """cc.force(q) bitwise the same on 1 thread and on all of them."""
     n0 = numba.get_num_threads()
     outs = []
     try:
@@ -133,3 +139,31 @@ def test_compiled_newmark_matches_integrate(shell):
     run = integrate(q0, v0, dt, n, omega=omega, alpha=alpha, beta=beta, f_int=cc.force)
     q, v = cc.newmark(q0, v0, dt, n, d=d)
     assert _rel(q, run.q[-1]) <= 1e-12 and _rel(v, run.v) <= 1e-12
+
+
+def test_float32_storage_is_the_exact_force_of_the_rounded_basis(shell):
+    """precision="float32" stores U_V rounded to float32 but computes in float64: it must equal the NumPy cubature
+    of the ReducedShell whose basis is that rounded U (to round-off), be deterministic on any thread count, and
+    differ from the float64 kernel by no more than the basis rounding can explain."""
+    cub = _cub(shell, 8)
+    c32 = shell.compiled_cubature(cub, precision="float32")
+    c64 = shell.compiled_cubature(cub)
+    assert c32.Ue.dtype == np.float32 and c64.Ue.dtype == np.float64
+    Ur = c32.U_rounded
+    assert 0.0 < np.abs(Ur - shell.U).max() <= 2.0**-24 * np.abs(shell.U).max()
+    rounded = ReducedShell(shell.model, Ur, shell.omega)
+    # bound on the float32-vs-float64 difference: rounding U moves each vertex by ~2^-24 |u|, a spurious membrane
+    # strain ~2^-24 |u| / L whose force (E h per strain) is (L / h)^2 times 2^-24 the bending force (E h^3 |u| / L^3)
+    m = shell.model
+    L = np.linalg.norm(m.vertices[m.faces] - m.vertices[np.roll(m.faces, 1, axis=1)], axis=2).max()
+    bound = 2.0**-24 * (L / H) ** 2
+    for q in _poses(shell, 3, 15):
+        ref = cubature_force(cub, rounded.element_forces, q)
+        f = c32.force(q)
+        assert _rel(f, ref) <= 1e-11
+        assert _rel(c32.element_forces(q), rounded.element_forces(q[None], cub.elements)[0]) <= 1e-11
+        assert 0.0 < _rel(f, c64.force(q)) <= bound
+        _assert_thread_independent(c32, q)
+    from impactsound.errors import InputError
+    with pytest.raises(InputError, match="precision"):
+        shell.compiled_cubature(cub, precision="float16")

@@ -84,7 +84,7 @@ def test_delay_bins_reproduce_the_frequency_domain_sum():
         assert np.allclose(H, A[p], rtol=0.02, atol=0.02 * np.abs(A[p]).max())
 
 
-def _sound(dynamics="linear", n_modes=8, rings=6):
+def _sound(dynamics="linear", n_modes=8, rings=6, precision="float64"):
     """A free steel disk (a = 0.1 m, h = 1 mm) ready to render."""
     from impactsound.fem.shell import ShellModel, shell_modes
     from impactsound.materials import get_material
@@ -102,7 +102,7 @@ def _sound(dynamics="linear", n_modes=8, rings=6):
         amp = 0.001 / np.abs(m.U[:, 0]).max()
         cub = train_cubature(rs.element_forces, len(F), om, amplitude=amp, target=0.1, n_train=40, n_holdout=10,
                              max_elements=4 * n_modes)
-        cc = rs.compiled_cubature(cub)
+        cc = rs.compiled_cubature(cub, precision=precision)
         Kc = rest_stiffness(cc, rs.r, 1e-6 * amp)
     mass = float(model.mass().diagonal().sum()) / 3
     return ShellSound(vertices=V, faces=F, U=m.U, omega=om, xi=np.full(len(om), 1e-4), mass=mass,
@@ -137,11 +137,13 @@ def test_linear_render_rings_at_the_mode_frequencies():
     assert abs(peak - fm[j]) < 1.0
 
 
-def test_small_strike_nonlinear_equals_linear():
+@pytest.mark.parametrize("precision", ["float64", "float32"])
+def test_small_strike_nonlinear_equals_linear(precision):
     """A tiny strike (displacement ~1e-6 h): the nonlinear render equals the linear one to 1e-6 relative (the
-    cubature only carries the nonlinear remainder); a hard strike differs (the hardening shows)."""
+    cubature only carries the nonlinear remainder), whether the cubature stores its basis rows in float64 or
+    float32 (the scenes' choice); a hard strike differs (the hardening shows)."""
     lin = _sound("linear")
-    nl = _sound("nonlinear")
+    nl = _sound("nonlinear", precision=precision)
     a, _ = _strike(lin, 1e-7)
     b, _ = _strike(nl, 1e-7)
     assert np.abs(a - b).max() <= 1e-6 * np.abs(a).max()
@@ -209,11 +211,34 @@ def test_scene_shell_object(tmp_path):
     ('{ thickness = 1e-3, dynamics = "wild" }', "cymbal", "dynamics"),
     ('{ thickness = 1e-3 }', "box", "built-in shell"),
     ('{ thickness = 1e-3, wobble = 1 }', "cymbal", "wobble"),
+    ('{ thickness = 1e-3, bending = "smooth" }', "cymbal", "bending"),
 ])
 def test_scene_shell_errors(tmp_path, shell, shape, msg):
     from impactsound.errors import InputError
     with pytest.raises(InputError, match=msg):
         _scene(tmp_path, shell, shape)
+
+
+def test_scene_midedge_bending(tmp_path):
+    """shell.bending = "midedge" reaches the modes (another model: other frequencies, its own cache key) and the
+    nonlinear cubature (24-slot stencils in the compiled kernel), and a strike renders; "flap" is the default."""
+    from impactsound.sources.shell.source import prepare, shell_modes_cached
+    sc = _scene(tmp_path, '{ thickness = 0.0012, modes = 6, resolution = 16 }')
+    sm = _scene(tmp_path, '{ thickness = 0.0012, modes = 6, resolution = 16, bending = "midedge" }')
+    assert sc.bodies[0].shell.spec.bending == "flap"
+    b, bm = sc.bodies[0], sm.bodies[0]
+    model, m_flap, p_flap = shell_modes_cached(b.shell, b.material, 2e4)
+    model_m, m_mid, p_mid = shell_modes_cached(bm.shell, bm.material, 2e4)
+    assert model.bending == "flap" and model_m.bending == "midedge" and p_flap != p_mid
+    rel = np.abs(m_mid.frequencies_hz / m_flap.frequencies_hz - 1)
+    assert rel.max() > 1e-4 and rel.max() < 0.2            # the same cymbal, another discretisation of bending
+    snd = prepare(sm).sounds["c"]
+    assert snd.cubature.Ue.shape[1] == 72 and snd.cubature.rs.model.bending == "midedge"
+    from impactsound.sources.shell.render import render_shell
+    y, st = render_shell(snd, np.array([0.01]), np.array([5e-5]), np.array([5]), np.array([[0.2, 0.3, 0.5]]),
+                         np.array([[0.0, 0.0, -0.05]]), np.array([[[0.2, 0.1, 0.5]]]), 48000, 4800,
+                         c=sm.air.c, rho=sm.air.rho)
+    assert np.isfinite(y).all() and np.abs(y).max() > 0
 
 
 def test_scene_radiation_defaults_to_the_screen_bem(tmp_path):

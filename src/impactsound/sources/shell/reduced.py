@@ -78,18 +78,20 @@ class ReducedShell:
             out[p] = (np.einsum("kvc,kvcr->kr", fm[el], Um) + np.einsum("kvc,kvcr->kr", fb[el], Ub))
         return out
 
-    def compiled_cubature(self, cub) -> "CompiledCubature":
+    def compiled_cubature(self, cub, precision: str = "float64") -> "CompiledCubature":
         """The cubature force sum_{i in C} w_i g_i(q) as a compiled O(k r) kernel (Chadwick, An & James 2009,
         sec. 2.3): see :class:`CompiledCubature`. ``cub``: a trained
-        :class:`~impactsound.sources.shell.cubature.Cubature` (its elements and weights are used)."""
-        return CompiledCubature(self, cub.elements, cub.weights)
+        :class:`~impactsound.sources.shell.cubature.Cubature` (its elements and weights are used);
+        ``precision``: how the stencil rows of U are stored, "float64" or "float32"."""
+        return CompiledCubature(self, cub.elements, cub.weights, precision=precision)
 
 
 class CompiledCubature:
     """Cubature reduced force of a :class:`ReducedShell` in compiled code, O(k r) per evaluation.
 
     Chadwick, An & James 2009, sec. 2.3. For each chosen triangle the stencil's rows of U are stored per element,
-    U_V (k, 18, r), with the rest positions X_V (k, 18); an evaluation gathers x_V = X_V + U_V q, computes the
+    U_V (k, 3 S, r), with the rest positions X_V (k, 3 S) (S = 6 slots with "flap" bending, 24 with "midedge");
+    an evaluation gathers x_V = X_V + U_V q, computes the
     triangle's membrane + bending force exactly as :meth:`impactsound.fem.shell.ShellModel.element_forces` does
     (same strains, same free-edge handling), projects U_V^T f_V and sums with the weights. The sum runs in fixed
     chunks (parallel over chunks, Numba threads) followed by an ordered sum: bitwise the same on any thread count.
@@ -101,11 +103,17 @@ class CompiledCubature:
         Triangle indices.
     weights : float array (k,)
         Cubature weights (dimensionless).
+    precision : "float64" (default) or "float32"
+        Storage of U_V. All arithmetic is float64 either way. "float32" halves the memory a step streams (the
+        step is bound by it: about 1.4x faster on the trash-can bench) and evaluates the force of the basis U
+        rounded to float32, exactly: :attr:`U_rounded` is that basis (relative change 6e-8), so a reference
+        computed with it agrees to round-off.
 
-    Memory: 8 x 18 x r bytes per element (about 29 kB at r = 200).
+    Memory: 8 (float64) or 4 (float32) x 3 S x r bytes per element, S = 6 stencil slots ("flap" bending) or 24
+    ("midedge"): about 29 or 14 kB at r = 200 with "flap".
     """
 
-    def __init__(self, rs: ReducedShell, elements, weights):
+    def __init__(self, rs: ReducedShell, elements, weights, precision: str = "float64"):
         from . import _cubature_kernel as kern
         m = rs.model
         el = np.asarray(elements, np.int64).reshape(-1)
@@ -116,20 +124,27 @@ class CompiledCubature:
             raise InputError(f"compiled cubature: element indices must lie in [0, {len(m.faces)})")
         if not np.isfinite(w).all():
             raise InputError("compiled cubature: weights must be finite")
+        if precision not in ("float64", "float32"):
+            raise InputError(f"compiled cubature: precision must be 'float64' or 'float32', got {precision!r}")
+        self.precision = precision
         self._k = kern
         self.rs = rs
         self.elements = el
         self.weights = np.ascontiguousarray(w)
         r = rs.r
-        st = m.stencil[el]                                             # (k, 6)
-        dof = (3 * st[:, :, None] + np.arange(3)).reshape(-1, 18)      # (k, 18)
-        self.Ue = np.ascontiguousarray(rs.U[dof])                      # (k, 18, r)
-        self.X0 = np.ascontiguousarray(m.vertices[st].reshape(-1, 18))
+        st = m.stencil[el]                                             # (k, S): S = 6 (flap) or 24 (midedge)
+        S = st.shape[1]
+        dof = (3 * st[:, :, None] + np.arange(3)).reshape(-1, 3 * S)   # (k, 3 S)
+        self.Ue = np.ascontiguousarray(rs.U[dof], dtype=np.dtype(precision))   # (k, 3 S, r)
+        self.X0 = np.ascontiguousarray(m.vertices[st].reshape(-1, 3 * S))
         self.gN = np.ascontiguousarray(m.gN[el])
-        self.R = np.ascontiguousarray(m.R[el])
+        # the flaps each triangle's bending reads (its own; with "midedge" also its neighbours'), their rest angles
+        # and live hinges (a missing neighbour's flap has none)
+        fl = m._flaps_or_self[el]                                      # (k, nf)
+        self.R = np.ascontiguousarray(m.Rb[el])                        # (k, 3, nf, 3)
         self.Qm = np.ascontiguousarray(m.Q, dtype=np.float64)
-        self.theta0 = np.ascontiguousarray(m.theta0[el])
-        self.interior = np.ascontiguousarray(m.interior[el])
+        self.theta0 = np.ascontiguousarray(m.theta0[fl])               # (k, nf, 3)
+        self.interior = np.ascontiguousarray(m.interior[fl] & (m.flaps[el] >= 0)[:, :, None])
         self.areas = np.ascontiguousarray(m.areas[el], dtype=np.float64)
         self.c_m, self.c_b = float(m.c_m), float(m.c_b)
         self._part = np.zeros((max(1, -(-el.size // kern.CHUNK)), r))
@@ -138,6 +153,11 @@ class CompiledCubature:
     @property
     def r(self) -> int:
         return self._r
+
+    @property
+    def U_rounded(self) -> np.ndarray:
+        """The basis this kernel evaluates, (3 Nv, r) float64: U rounded to ``precision`` (U itself for float64)."""
+        return self.rs.U.astype(self.precision).astype(np.float64)
 
     def _args(self):
         return (self.gN, self.R, self.Qm, self.theta0, self.interior, self.areas, self.c_m, self.c_b)

@@ -15,7 +15,9 @@ Choices (the package's, stated):
 * Nonlinear force: f(q) = Lambda' q + [sum_i w_i g_i(q) - K_c q], K_c the cubature's own stiffness at rest
   (central differences of the cubature force along each mode). The cubature (~10 % error) thus only carries the
   nonlinear remainder, and at small amplitude the model is the linear one exactly (the linear frequencies are not
-  perturbed by the cubature's error).
+  perturbed by the cubature's error). Scenes store the cubature's basis rows in float32 (source.py,
+  CUBATURE_PRECISION; float64 arithmetic): the exact force of U rounded by 6e-8, with K_c its own, so this
+  limit still holds.
 * Contact force: each event's modal impulse I_j = u_j(x) . J (the mid-surface's linear shape functions at the
   contact point) is spread over its Hertz contact time tau as the half-sine, integrated exactly over each step;
   the impulse of every step passes the limiter (E_max = sigma x mass). Rows scaled to zero are counted and
@@ -202,8 +204,9 @@ def render_shell(sound: ShellSound, t0, tau, face, bary, J_b, xl_b, sample_rate:
                 cc._part)
         Kc = np.ascontiguousarray(sound.Kc)
     else:
-        args = (np.zeros((0, 18, r)), np.zeros((0, 18)), np.zeros(0), np.zeros((0, 3, 2)), np.zeros((0, 3, 3)),
-                np.eye(3), np.zeros((0, 3)), np.zeros((0, 3), np.bool_), np.zeros(0), 0.0, 0.0, np.zeros((1, r)))
+        args = (np.zeros((0, 18, r)), np.zeros((0, 18)), np.zeros(0), np.zeros((0, 3, 2)), np.zeros((0, 3, 1, 3)),
+                np.eye(3), np.zeros((0, 1, 3)), np.zeros((0, 1, 3), np.bool_), np.zeros(0), 0.0, 0.0,
+                np.zeros((1, r)))
         Kc = np.zeros((1, 1))
     q = np.zeros(r)
     v = np.zeros(r)

@@ -24,6 +24,9 @@ MODES_KIND_VERSION = 1
 #: version of the discrete-shell model's numerics (fem/shell.py); part of the cache keys of shell modes, so a
 #: change of the model never reuses modes computed by an older one (bump it with such a change)
 SHELL_MODEL_VERSION = 1
+#: storage of the cubature's basis rows when rendering (CompiledCubature's ``precision``): float32 halves the
+#: memory each time step streams; the arithmetic stays float64 (see _cubature_kernel.py for why it is exact)
+CUBATURE_PRECISION = "float32"
 
 
 def shell_modes_cached(setup, material, f_max: float, progress=QUIET):
@@ -31,11 +34,12 @@ def shell_modes_cached(setup, material, f_max: float, progress=QUIET):
     surface, thickness, material, count and f_max (a stale or corrupted file is recomputed, never used)."""
     from ...fem.shell import ShellModel, ShellModes, shell_modes
     spec = setup.spec
-    model = ShellModel(setup.vertices, setup.faces, setup.thickness, material)
+    model = ShellModel(setup.vertices, setup.faces, setup.thickness, material, bending=spec.bending)
+    # the bending scheme is keyed only when not the default, so "flap" keys stay as they were
     h = content_hash({"kind": MODES_KIND, "v": MODES_KIND_VERSION, "model": SHELL_MODEL_VERSION,
                       "surface": setup.surface_hash,
                       "thickness": setup.thickness, "material": material.as_dict(), "modes": int(spec.modes),
-                      "f_max": float(f_max)})
+                      "f_max": float(f_max), **({"bending": spec.bending} if spec.bending != "flap" else {})})
     path = cache_dir() / f"shell_modes_{h[:40]}.h5"
     try:
         a = read_asset(path, MODES_KIND, kind_version=MODES_KIND_VERSION, inputs_hash=h)
@@ -56,16 +60,17 @@ def shell_modes_cached(setup, material, f_max: float, progress=QUIET):
     return model, m, path
 
 
-def shell_cubature_for(model, modes, spec, progress=QUIET):
+def shell_cubature_for(model, modes, spec, progress=QUIET, precision: str | None = None):
     """The compiled cubature of a shell's reduced nonlinear force, trained (or read from the cache, keyed by a
     content hash of the mesh, material, thickness, modes and settings) by
-    :func:`~impactsound.sources.shell.train.shell_cubature` (Chadwick, An & James 2009, sec. 2.3)."""
+    :func:`~impactsound.sources.shell.train.shell_cubature` (Chadwick, An & James 2009, sec. 2.3); its basis rows
+    stored in ``precision`` (default :data:`CUBATURE_PRECISION`)."""
     from .reduced import ReducedShell
     from .train import shell_cubature
     rs = ReducedShell.from_modes(model, modes)
     cub = shell_cubature(model, modes, target=float(spec.cubature_target),
                          max_elements=spec.cubature_elements or 4 * rs.r, progress=progress)
-    return rs, cub, rs.compiled_cubature(cub)
+    return rs, cub, rs.compiled_cubature(cub, precision=precision or CUBATURE_PRECISION)
 
 
 def radiation_model(setup, U, omega, air, progress=QUIET):

@@ -16,9 +16,10 @@ cubature over its triangles, trained greedily with NNLS on random poses (An, Kim
   the higher modes add less, by (omega_1 / omega_j)^2. The poses' peak displacements (all modes) are recorded
   in ``meta["pose_peak_displacement_over_h"]``.
 * Element forces computed once per pose. Every training and held-out pose's per-triangle nodal forces (the
-  membrane force on the 3 vertices added to the bending force on the 6-vertex flap stencil, 18 numbers per
-  triangle) are computed in one pass (O(N) per pose) and kept, (n_train + n_holdout) x N x 18 x 8 bytes (about
-  260 MB for a 14k-triangle trash can with 125 poses, 1.4 GB at the paper's 77k triangles). A candidate's
+  membrane force on the 3 vertices added to the bending force on the stencil, 3 S numbers per triangle: S = 6
+  slots of its flap with "flap" bending, 24 with "midedge") are computed in one pass (O(N) per pose) and kept,
+  (n_train + n_holdout) x N x 3 S x 8 bytes (with "flap": about 260 MB for a 14k-triangle trash can with 125
+  poses, 1.4 GB at the paper's 77k triangles; four times that with "midedge"). A candidate's
   reduced force is then the projection g_i(q_p) = U_V^T f_V of its stored forces (O(r) per pose), a small matrix
   product per triangle, so a greedy iteration costs what its candidates cost, not a pass over the mesh per pose.
   The targets are the exact reduced forces U^T f_int(U q_p), assembled in the same pass.
@@ -60,17 +61,17 @@ PAPER_TRASH_CAN_CUBATURE_S = 2.49 * 3600.0
 
 SCORE_CHUNK = 2048          # triangles per scoring chunk / task
 PARALLEL_MIN_CHUNKS = 4     # an iteration's scoring goes to the workers from this many chunks on
-_DOF = 18                   # forces per triangle: 6 stencil vertices x 3
 
 
 # ------------------------------------------------------------------------------------------- element forces
 def _pose_forces(model, U: np.ndarray, Q: np.ndarray):
-    """Per-triangle stencil forces F (N, P, 18) [N], exact reduced forces T (P, r) [N/sqrt(kg)] and the peak
-    vertex displacement (P,) [m] at poses Q (P, r). Each pose is computed alone (the result does not depend on
-    how poses are grouped)."""
+    """Per-triangle stencil forces F (N, P, 3 S) [N] (S stencil slots), exact reduced forces T (P, r) [N/sqrt(kg)]
+    and the peak vertex displacement (P,) [m] at poses Q (P, r). Each pose is computed alone (the result does not
+    depend on how poses are grouped)."""
     N, Nv = len(model.faces), model.n_vertices
     st = model.stencil.ravel()
-    F = np.empty((N, len(Q), _DOF))
+    dof = 3 * model.stencil.shape[1]
+    F = np.empty((N, len(Q), dof))
     T = np.empty((len(Q), U.shape[1]))
     peak = np.empty(len(Q))
     for p, q in enumerate(Q):
@@ -83,7 +84,7 @@ def _pose_forces(model, U: np.ndarray, Q: np.ndarray):
             bad = np.flatnonzero(~np.all(np.isfinite(fv), axis=(1, 2)))
             raise InputError(f"shell cubature: non-finite element forces at a training pose (triangles "
                              f"{bad[:10].tolist()}): the pose amplitude folds triangles; lower pose_amplitude")
-        F[:, p, :] = fv.reshape(N, _DOF)
+        F[:, p, :] = fv.reshape(N, dof)
         f = np.empty((Nv, 3))
         for c in range(3):
             f[:, c] = np.bincount(st, fv[:, :, c].ravel(), minlength=Nv)
@@ -100,7 +101,7 @@ def _pose_task(args):
 
 
 def _project(F: np.ndarray, Uv: np.ndarray) -> np.ndarray:
-    """g_i(q_p) = U_V^T f_V for stored forces F (k, P, 18) and stencil rows Uv (k, 18, r): (P, k, r).
+    """g_i(q_p) = U_V^T f_V for stored forces F (k, P, 3 S) and stencil rows Uv (k, 3 S, r): (P, k, r).
     One matrix product per triangle (numpy's stacked matmul), so a triangle's bits do not depend on the others
     in the call."""
     return np.matmul(F, Uv).transpose(1, 0, 2)
@@ -138,9 +139,9 @@ class ShellTrainingForces:
         self.pose_peaks = np.zeros(0)
 
     def stencil_rows(self, elements) -> np.ndarray:
-        """U_V of the listed triangles, (k, 18, r): the rows of U at their 6 stencil vertices."""
+        """U_V of the listed triangles, (k, 3 S, r): the rows of U at their S stencil slots."""
         el = self._elements(elements)
-        return self._U3[self.model.stencil[el]].reshape(el.size, _DOF, self.r)
+        return self._U3[self.model.stencil[el]].reshape(el.size, -1, self.r)
 
     def _elements(self, elements) -> np.ndarray:
         el = np.asarray(elements, dtype=np.int64).reshape(-1)
@@ -161,7 +162,7 @@ class ShellTrainingForces:
         sets = [np.atleast_2d(np.asarray(Q, dtype=np.float64)) for Q in pose_sets]
         allQ = np.concatenate(sets, axis=0) if sets else np.zeros((0, self.r))
         N, P = len(self.model.faces), len(allQ)
-        F = [np.empty((N, len(Q), _DOF)) for Q in sets]
+        F = [np.empty((N, len(Q), 3 * self.model.stencil.shape[1])) for Q in sets]
         T = [np.empty((len(Q), self.r)) for Q in sets]
         peaks = np.empty(P)
         where = [(i, j) for i, Q in enumerate(sets) for j in range(len(Q))]     # pose -> (set, row)
@@ -252,7 +253,9 @@ def shell_cubature_hash(model, U, omega, settings: dict) -> str:
                         np.ascontiguousarray(model.vertices, dtype=np.float64),
                         np.ascontiguousarray(model.faces, dtype=np.int64),
                         {"thickness_m": float(model.thickness), "E_pa": float(mat.E), "nu": float(mat.nu),
-                         "rho_kg_m3": float(mat.rho)},
+                         "rho_kg_m3": float(mat.rho),
+                         # the bending scheme; keyed only when not the default, so "flap" keys stay as they were
+                         **({"bending": model.bending} if model.bending != "flap" else {})},
                         np.ascontiguousarray(U, dtype=np.float64), np.ascontiguousarray(omega, dtype=np.float64),
                         settings)
 
