@@ -41,13 +41,15 @@ def _cross(a0, a1, a2, b0, b1, b2):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _flap_angles(x, s0, th0, interior, d, J):
-    """Bending-angle changes d (3,) [rad] at the hinges of the flap whose 6 stencil slots start at row s0 of x
-    (face vertices, then the apexes across edges 0, 1, 2), and their gradients J (3, 6, 3) [1/m] over those
-    slots; th0 (3,) the rest angles, interior (3,) bool (a free edge: d = 0, its J row is not written)."""
+def _flap_angles(x, f, th0, interior, d, J):
+    """Bending-angle changes d[f] (3,) [rad] at the hinges of flap f, whose 6 stencil slots are rows 6 f .. 6 f + 5
+    of x (face vertices, then the apexes across edges 0, 1, 2), and their gradients J[f] (3, 6, 3) [1/m] over
+    those slots; th0[f] (3,) the rest angles, interior[f] (3,) bool (a free edge: d = 0, its J row is not
+    written)."""
+    s0 = 6 * f
     for k in range(3):
-        if not interior[k]:
-            d[k] = 0.0
+        if not interior[f, k]:
+            d[f, k] = 0.0
             continue
         ia = s0 + k
         ib = s0 + (k + 1) % 3
@@ -68,14 +70,17 @@ def _flap_angles(x, s0, th0, interior, d, J):
         n2x, n2y, n2z = N2x / A2, N2y / A2, N2z / A2
         mx, my, mz = _cross(n2x, n2y, n2z, n1x, n1y, n1z)
         th = math.atan2((mx * ex + my * ey + mz * ez) / L, n1x * n2x + n1y * n2y + n1z * n2z)
-        t = th - th0[k] + math.pi
-        t = np.fmod(t, _TWO_PI)                         # NumPy's float modulo (positive divisor)
-        if t < 0.0:
+        # (th - th0 + pi) mod 2 pi, as NumPy's float modulo: th, th0 lie in [-pi, pi], so t in [-pi, 3 pi] needs
+        # at most one step of 2 pi, and t - 2 pi is exact for t >= 2 pi (Sterbenz): the bits of fmod without its cost
+        t = th - th0[f, k] + math.pi
+        if t >= _TWO_PI:
+            t -= _TWO_PI
+        elif t < 0.0:
             t += _TWO_PI
-        d[k] = t - math.pi
+        d[f, k] = t - math.pi
         for sl in range(6):
             for c in range(3):
-                J[k, sl, c] = 0.0
+                J[f, k, sl, c] = 0.0
         sc = L / A1
         sd = L / A2
         gcx, gcy, gcz = n1x * sc, n1y * sc, n1z * sc
@@ -84,14 +89,14 @@ def _flap_angles(x, s0, th0, interior, d, J):
         ld = (dx * ex + dy * ey + dz * ez) / L2
         jc = (k + 2) % 3
         jb = (k + 1) % 3
-        J[k, jc, 0], J[k, jc, 1], J[k, jc, 2] = gcx, gcy, gcz
-        J[k, 3 + k, 0], J[k, 3 + k, 1], J[k, 3 + k, 2] = gdx, gdy, gdz
-        J[k, k, 0] = -((1.0 - lc) * gcx + (1.0 - ld) * gdx)
-        J[k, k, 1] = -((1.0 - lc) * gcy + (1.0 - ld) * gdy)
-        J[k, k, 2] = -((1.0 - lc) * gcz + (1.0 - ld) * gdz)
-        J[k, jb, 0] = -(lc * gcx + ld * gdx)
-        J[k, jb, 1] = -(lc * gcy + ld * gdy)
-        J[k, jb, 2] = -(lc * gcz + ld * gdz)
+        J[f, k, jc, 0], J[f, k, jc, 1], J[f, k, jc, 2] = gcx, gcy, gcz
+        J[f, k, 3 + k, 0], J[f, k, 3 + k, 1], J[f, k, 3 + k, 2] = gdx, gdy, gdz
+        J[f, k, k, 0] = -((1.0 - lc) * gcx + (1.0 - ld) * gdx)
+        J[f, k, k, 1] = -((1.0 - lc) * gcy + (1.0 - ld) * gdy)
+        J[f, k, k, 2] = -((1.0 - lc) * gcz + (1.0 - ld) * gdz)
+        J[f, k, jb, 0] = -(lc * gcx + ld * gdx)
+        J[f, k, jb, 1] = -(lc * gcy + ld * gdy)
+        J[f, k, jb, 2] = -(lc * gcz + ld * gdz)
 
 
 @njit(cache=True, nogil=True)
@@ -149,7 +154,7 @@ def element_force(x, gN, Rb, Qm, th0, interior, A, c_m, c_b, fm, fb, J, dth):
     nf = Rb.shape[1]
     b0 = b1 = b2 = 0.0
     for f in range(nf):
-        _flap_angles(x, 6 * f, th0[f], interior[f], dth[f], J[f])
+        _flap_angles(x, f, th0, interior, dth, J)
         for k in range(3):
             dk = dth[f, k]
             b0 += Rb[0, f, k] * dk
