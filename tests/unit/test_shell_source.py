@@ -233,7 +233,7 @@ def test_scene_midedge_bending(tmp_path):
     rel = np.abs(m_mid.frequencies_hz / m_flap.frequencies_hz - 1)
     assert rel.max() > 1e-4 and rel.max() < 0.2            # the same cymbal, another discretisation of bending
     snd = prepare(sm).sounds["c"]
-    assert snd.cubature.Ue.shape[1] == 72 and snd.cubature.rs.model.bending == "midedge"
+    assert snd.cubature.slot.shape[1] == 24 and snd.cubature.rs.model.bending == "midedge"
     from impactsound.sources.shell.render import render_shell
     y, st = render_shell(snd, np.array([0.01]), np.array([5e-5]), np.array([5]), np.array([[0.2, 0.3, 0.5]]),
                          np.array([[0.0, 0.0, -0.05]]), np.array([[[0.2, 0.1, 0.5]]]), 48000, 4800,

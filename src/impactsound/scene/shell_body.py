@@ -52,7 +52,7 @@ class ShellSpec(BaseModel):
         default="flap", description="discrete bending: flap (each triangle's own 6-vertex flap, the paper's; "
         "accurate on the built-in shapes' meshes and other meshes that pass the patch test, 1-25 % low on "
         "alternating-diagonal or irregular meshes) or midedge (mid-edge slopes shared with the neighbours: "
-        "accurate on any mesh; 4x the cubature's memory and step time)")
+        "accurate on any mesh; twice the cubature's memory and step time, 4x its training memory)")
     modes: int = Field(default=60, ge=1, le=400, description="kept linear modes r (lowest first)")
     f_max: float = Field(default=20000.0, gt=0, description="highest kept mode frequency [Hz]")
     resolution: int | float | None = Field(default=None, description="built-in shapes: segments around the "

@@ -5,11 +5,12 @@ g_i(q) = U_V^T f_V(X_V + U_V q) over the chosen triangles' stencils V only, so a
 triangles, r modes) and never touches the full mesh. A stencil has S = 6 slots with "flap" bending (the triangle's
 own flap) and S = 24 with "midedge" (its flap and its three neighbours'). Per element:
 
-1. gather   x_V = X_V + U_V q          (3 S x r multiply-adds; U_V stored per element, (k, 3 S, r));
+1. gather   x_V = X_V + U_V q          (3 n x r multiply-adds, n <= S the stencil's distinct vertices: 6 for
+                                        "flap", 12 for "midedge"; U_V stored per element, (k, 3 n, r));
 2. the element's membrane (Green strain) and bending (dihedral angles of each flap read) force on its stencil, the
    same strain definitions, free-edge handling and rest data as
    :meth:`impactsound.fem.shell.ShellModel.element_forces`;
-3. project  g_i = U_V^T f_V            (3 S x r multiply-adds), weighted and summed.
+3. project  g_i = U_V^T f_V            (3 n x r multiply-adds), weighted and summed.
 
 Precision: U_V may be stored as float32 (CompiledCubature's ``precision``); every product and sum is still float64.
 A step streams U_V from memory once (22 MiB at k = 800, r = 200 in float64: more than the L2 caches, so the
@@ -192,7 +193,7 @@ def nodal_forces(xs, gN, R, Qm, th0, interior, A, c_m, c_b):
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract"})
 def _gather(Ue, X0, q, x):
-    """x (S, 3) = X0 (3 S,) + Ue (3 S, r) q, accumulated in float64 whatever Ue's float type (3 S = 18 or 72).
+    """x (n, 3) = X0 (3 n,) + Ue (3 n, r) q, accumulated in float64 whatever Ue's float type (3 n a multiple of 9).
 
     Nine rows at a time in one pass over r (nine running sums): each q[p] is loaded once per nine rows, and the
     sums vectorise over p (the r-sum order is fixed per build: deterministic). Measured on the trash-can bench,
@@ -225,8 +226,9 @@ def _gather(Ue, X0, q, x):
 
 @njit(cache=True, nogil=True, fastmath={"contract"})
 def _project_add(Ue, f, w, out):
-    """out (r,) += w Ue^T f, f the (S, 3) stencil force, in float64 whatever Ue's float type: nine rows of Ue per
-    pass over out, each pass vectorised over r (no reduction across r; fixed order: deterministic)."""
+    """out (r,) += w Ue^T f, f the (n, 3) force on the element's distinct vertices, in float64 whatever Ue's float
+    type: nine rows of Ue per pass over out, each pass vectorised over r (no reduction across r; fixed order:
+    deterministic)."""
     r = out.shape[0]
     for o in range(0, Ue.shape[0], 9):
         v = o // 3
@@ -241,39 +243,62 @@ def _project_add(Ue, f, w, out):
 
 
 @njit(cache=True, nogil=True)
-def _one_element(Ue, X0, q, gN, R, Qm, th0, interior, A, c_m, c_b, x, fm, fb, J, dth):
-    _gather(Ue, X0, q, x)
+def _one_element(Ue, X0, slot, q, gN, R, Qm, th0, interior, A, c_m, c_b, xu, x, fm, fb, fu, J, dth):
+    """The element's force on its distinct vertices, fu (n, 3) [N], at q: gather the distinct vertices' positions
+    xu, lay them on the S stencil slots (slot (S,): each slot's row in xu; the "midedge" stencil repeats vertices:
+    24 slots, 12 distinct), evaluate, and sum the slots' forces back onto the distinct vertices."""
+    _gather(Ue, X0, q, xu)
+    S = slot.shape[0]
+    for sl in range(S):
+        i = slot[sl]
+        x[sl, 0] = xu[i, 0]
+        x[sl, 1] = xu[i, 1]
+        x[sl, 2] = xu[i, 2]
     element_force(x, gN, R, Qm, th0, interior, A, c_m, c_b, fm, fb, J, dth)
     for s in range(3):
         for c in range(3):
             fb[s, c] += fm[s, c]
+    for i in range(fu.shape[0]):
+        fu[i, 0] = 0.0
+        fu[i, 1] = 0.0
+        fu[i, 2] = 0.0
+    for sl in range(S):
+        i = slot[sl]
+        fu[i, 0] += fb[sl, 0]
+        fu[i, 1] += fb[sl, 1]
+        fu[i, 2] += fb[sl, 2]
 
 
 @njit(cache=True, nogil=True)
-def reduced_element_forces(Ue, X0, q, gN, R, Qm, th0, interior, A, c_m, c_b):
+def reduced_element_forces(Ue, X0, slot, q, gN, R, Qm, th0, interior, A, c_m, c_b):
     """Unweighted g_i(q) = U_V^T f_V(X_V + U_V q) of every element: (k, r) [N/sqrt(kg)]."""
     k, r = Ue.shape[0], Ue.shape[2]
     out = np.zeros((k, r))
-    S = Ue.shape[1] // 3
+    n, S = Ue.shape[1] // 3, slot.shape[1]
+    xu = np.empty((n, 3))
+    fu = np.empty((n, 3))
     x = np.empty((S, 3))
     fm = np.empty((3, 3))
     fb = np.empty((S, 3))
     J = np.empty((4, 3, 6, 3))
     dth = np.empty((4, 3))
     for e in range(k):
-        _one_element(Ue[e], X0[e], q, gN[e], R[e], Qm, th0[e], interior[e], A[e], c_m, c_b, x, fm, fb, J, dth)
-        _project_add(Ue[e], fb, 1.0, out[e])
+        _one_element(Ue[e], X0[e], slot[e], q, gN[e], R[e], Qm, th0[e], interior[e], A[e], c_m, c_b, xu, x, fm,
+                     fb, fu, J, dth)
+        _project_add(Ue[e], fu, 1.0, out[e])
     return out
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def cubature_force(Ue, X0, q, w, gN, R, Qm, th0, interior, A, c_m, c_b, part, out):
+def cubature_force(Ue, X0, slot, q, w, gN, R, Qm, th0, interior, A, c_m, c_b, part, out):
     """sum_e w_e g_e(q) into out (r,); part (n_chunks, r) is scratch. Chunks of CHUNK elements in parallel, then
     an ordered sum over chunks (bitwise independent of the thread count)."""
     k, r = Ue.shape[0], Ue.shape[2]
     nch = part.shape[0]
-    S = Ue.shape[1] // 3
+    n, S = Ue.shape[1] // 3, slot.shape[1]
     for c in prange(nch):
+        xu = np.empty((n, 3))
+        fu = np.empty((n, 3))
         x = np.empty((S, 3))
         fm = np.empty((3, 3))
         fb = np.empty((S, 3))
@@ -284,9 +309,9 @@ def cubature_force(Ue, X0, q, w, gN, R, Qm, th0, interior, A, c_m, c_b, part, ou
             row[p] = 0.0
         e1 = min(k, (c + 1) * CHUNK)
         for e in range(c * CHUNK, e1):
-            _one_element(Ue[e], X0[e], q, gN[e], R[e], Qm, th0[e], interior[e], A[e], c_m, c_b, x, fm, fb, J,
-                         dth)
-            _project_add(Ue[e], fb, w[e], row)
+            _one_element(Ue[e], X0[e], slot[e], q, gN[e], R[e], Qm, th0[e], interior[e], A[e], c_m, c_b, xu, x,
+                         fm, fb, fu, J, dth)
+            _project_add(Ue[e], fu, w[e], row)
     for p in range(r):
         out[p] = 0.0
     for c in range(nch):
@@ -295,7 +320,7 @@ def cubature_force(Ue, X0, q, w, gN, R, Qm, th0, interior, A, c_m, c_b, part, ou
 
 
 @njit(cache=False, nogil=True)     # calls the parallel cubature_force: not cacheable (numba issue #8578)
-def newmark_free(Ue, X0, w, gN, R, Qm, th0, interior, A, c_m, c_b, part, q, v, fint, dt, d, n_steps):
+def newmark_free(Ue, X0, slot, w, gN, R, Qm, th0, interior, A, c_m, c_b, part, q, v, fint, dt, d, n_steps):
     """n_steps explicit central-difference Newmark steps (the variant of dynamics.integrate, no load) with the
     cubature force, in place on q, v and fint (= f~(q) on entry and exit)."""
     h = 0.5 * dt
@@ -305,6 +330,6 @@ def newmark_free(Ue, X0, w, gN, R, Qm, th0, interior, A, c_m, c_b, part, q, v, f
         for p in range(r):
             acc[p] = -d[p] * v[p] - fint[p]
             q[p] += dt * v[p] + h * dt * acc[p]
-        cubature_force(Ue, X0, q, w, gN, R, Qm, th0, interior, A, c_m, c_b, part, fint)
+        cubature_force(Ue, X0, slot, q, w, gN, R, Qm, th0, interior, A, c_m, c_b, part, fint)
         for p in range(r):
             v[p] = (v[p] + h * acc[p] - h * fint[p]) / (1.0 + h * d[p])

@@ -86,14 +86,34 @@ class ReducedShell:
         return CompiledCubature(self, cub.elements, cub.weights, precision=precision)
 
 
+def distinct_vertices(stencil):
+    """Distinct vertices of each row of ``stencil`` (k, S) and each slot's position among them: (verts (k, n),
+    slot (k, S)), n the largest distinct count rounded up to a multiple of 3, shorter rows padded with -1. A
+    row's vertices keep the order of their first slot (the face's own three come first)."""
+    st = np.asarray(stencil, np.int64)
+    k, S = st.shape
+    eq = st[:, :, None] == st[:, None, :]                                  # (k, S, S)
+    first = np.argmax(eq, axis=2)                                          # first slot holding the same vertex
+    is_new = first == np.arange(S)
+    rank = np.cumsum(is_new, axis=1) - 1                                   # position among distinct vertices
+    slot = np.take_along_axis(rank, first, axis=1)
+    n = int(is_new.sum(axis=1).max()) if k else 0
+    n = max(3, -(-n // 3) * 3)
+    verts = np.full((k, n), -1, np.int64)
+    rows, cols = np.nonzero(is_new)
+    verts[rows, rank[rows, cols]] = st[rows, cols]
+    return verts, np.ascontiguousarray(slot)
+
+
 class CompiledCubature:
     """Cubature reduced force of a :class:`ReducedShell` in compiled code, O(k r) per evaluation.
 
-    Chadwick, An & James 2009, sec. 2.3. For each chosen triangle the stencil's rows of U are stored per element,
-    U_V (k, 3 S, r), with the rest positions X_V (k, 3 S) (S = 6 slots with "flap" bending, 24 with "midedge");
-    an evaluation gathers x_V = X_V + U_V q, computes the
-    triangle's membrane + bending force exactly as :meth:`impactsound.fem.shell.ShellModel.element_forces` does
-    (same strains, same free-edge handling), projects U_V^T f_V and sums with the weights. The sum runs in fixed
+    Chadwick, An & James 2009, sec. 2.3. For each chosen triangle the rows of U at its stencil's distinct vertices
+    are stored per element, U_V (k, 3 n, r), with their rest positions X_V (k, 3 n) (n = 6 with "flap" bending;
+    with "midedge" the 24 stencil slots hold 12 distinct vertices); an evaluation gathers x_V = X_V + U_V q,
+    computes the triangle's membrane + bending force exactly as
+    :meth:`impactsound.fem.shell.ShellModel.element_forces` does (same strains, same free-edge handling), sums it
+    onto the distinct vertices, projects U_V^T f_V and sums with the weights. The sum runs in fixed
     chunks (parallel over chunks, Numba threads) followed by an ordered sum: bitwise the same on any thread count.
 
     Parameters
@@ -109,8 +129,8 @@ class CompiledCubature:
         rounded to float32, exactly: :attr:`U_rounded` is that basis (relative change 6e-8), so a reference
         computed with it agrees to round-off.
 
-    Memory: 8 (float64) or 4 (float32) x 3 S x r bytes per element, S = 6 stencil slots ("flap" bending) or 24
-    ("midedge"): about 29 or 14 kB at r = 200 with "flap".
+    Memory: 8 (float64) or 4 (float32) x 3 n x r bytes per element, n = 6 ("flap" bending) or 12 ("midedge"):
+    about 29 or 14 kB at r = 200 with "flap".
     """
 
     def __init__(self, rs: ReducedShell, elements, weights, precision: str = "float64"):
@@ -132,11 +152,19 @@ class CompiledCubature:
         self.elements = el
         self.weights = np.ascontiguousarray(w)
         r = rs.r
-        st = m.stencil[el]                                             # (k, S): S = 6 (flap) or 24 (midedge)
-        S = st.shape[1]
-        dof = (3 * st[:, :, None] + np.arange(3)).reshape(-1, 3 * S)   # (k, 3 S)
-        self.Ue = np.ascontiguousarray(rs.U[dof], dtype=np.dtype(precision))   # (k, 3 S, r)
-        self.X0 = np.ascontiguousarray(m.vertices[st].reshape(-1, 3 * S))
+        # each element's distinct stencil vertices (the "midedge" stencil's 24 slots hold 12; a free edge's slot
+        # repeats a face vertex), padded to a common count n (a multiple of 3: the gather takes nine rows at a
+        # time) with rows of zeros that no slot reads, and each slot's row among them
+        verts, self.slot = distinct_vertices(m.stencil[el])           # (k, n), (k, S)
+        n = verts.shape[1]
+        dof = (3 * np.maximum(verts, 0)[:, :, None] + np.arange(3)).reshape(-1, 3 * n)
+        pad = np.repeat(verts < 0, 3, axis=1)                           # (k, 3 n)
+        Ue = rs.U[dof]
+        Ue[pad] = 0.0
+        self.Ue = np.ascontiguousarray(Ue, dtype=np.dtype(precision))  # (k, 3 n, r)
+        X0 = m.vertices[np.maximum(verts, 0)].reshape(-1, 3 * n)
+        X0[pad] = 0.0
+        self.X0 = np.ascontiguousarray(X0)
         self.gN = np.ascontiguousarray(m.gN[el])
         # the flaps each triangle's bending reads (its own; with "midedge" also its neighbours'), their rest angles
         # and live hinges (a missing neighbour's flap has none)
@@ -175,13 +203,13 @@ class CompiledCubature:
         if self.elements.size == 0:
             out[:] = 0.0
             return out
-        self._k.cubature_force(self.Ue, self.X0, q, self.weights, *self._args(), self._part, out)
+        self._k.cubature_force(self.Ue, self.X0, self.slot, q, self.weights, *self._args(), self._part, out)
         return out
 
     def element_forces(self, q) -> np.ndarray:
         """Unweighted reduced forces g_i(q) of the chosen elements, (k, r) [N/sqrt(kg)]."""
         q = self._q(q)
-        return self._k.reduced_element_forces(self.Ue, self.X0, q, *self._args())
+        return self._k.reduced_element_forces(self.Ue, self.X0, self.slot, q, *self._args())
 
     def nodal_forces(self, u):
         """The chosen triangles' (fm (k, 3, 3), fb (k, 6, 3)) [N] at full displacement u (3 Nv,) [m]: the rows
@@ -199,8 +227,8 @@ class CompiledCubature:
         dd = np.zeros(self._r) if d is None else np.ascontiguousarray(d, dtype=np.float64) * np.ones(self._r)
         fint = self.force(q)
         if self.elements.size and n_steps > 0:
-            self._k.newmark_free(self.Ue, self.X0, self.weights, *self._args(), self._part, q, v, fint,
-                                 float(dt), dd, int(n_steps))
+            self._k.newmark_free(self.Ue, self.X0, self.slot, self.weights, *self._args(), self._part, q, v,
+                                 fint, float(dt), dd, int(n_steps))
         elif n_steps > 0:
             for _ in range(int(n_steps)):   # no elements: zero force
                 acc = -dd * v
