@@ -16,8 +16,9 @@ arithmetic either way), on 1 and 2 Numba threads (bitwise equality checked), int
 machine's shared L3 makes single timings noisy; the best of the repeats is reported); the plain
 NumPy cubature path (cubature_force with ReducedShell.element_forces: one full ShellModel.element_forces per
 call, then the 800 projections); the exact full reduced force U^T f_int(U q). Flops per step are estimated as
-k (2 x 3 n r for the gather + 2 x 3 n r for the projection, n = 6 distinct stencil vertices, 12 with midedge
-bending; + ~300 per flap for the element) and compared with a measured
+2 x 3 V r for the gather + 2 x 3 V r for the projection (V the vertices stored: each chunk's distinct stencil
+vertices, at most 6 per triangle, 12 with midedge bending) + k x ~300 per flap for the elements, and compared
+with a measured
 matmul peak (numpy, 1 BLAS thread and default threads, in child processes).
 
     .venv/bin/python bench/bench_shell_step.py [--modes 200] [--elements 800] [--resolution 96]
@@ -143,9 +144,11 @@ def main():
     rel32 = np.abs(forces["float32", 1] - forces["float64", 1]).max() / np.abs(forces["float64", 1]).max()
 
     S = model.stencil.shape[1]                                # 6 (flap) or 24 (midedge) stencil slots
-    n = cc.Ue.shape[1] // 3                                   # distinct vertices stored (6, or 12 for midedge)
-    flops = k * (2 * 3 * n * rs.r * 2 + ELEMENT_FLOPS * S // 6)
+    rows = cc.Ue.shape[0]                                     # U's rows stored: 3 x the chunks' distinct vertices
+    flops = 2 * 2 * rows * rs.r + k * ELEMENT_FLOPS * S // 6
     p1, pn = matmul_peak(1), matmul_peak(None)
+    print(f"stored vertices: {cc.Ue.shape[0] // 3} for {k} triangles' {k * S} stencil slots "
+          f"({len(np.unique(model.stencil[el]))} distinct in all)")
     print(f"precompute (U_V gather, {cc.Ue.nbytes / 2**20:.1f} MiB float64, "
           f"{ccs['float32'].Ue.nbytes / 2**20:.1f} MiB float32): {t_pre * 1e3:.1f} ms")
     print(f"flops per step ~ {flops / 1e6:.2f} MFLOP; numpy 2000^3 matmul peak: {p1:.1f} GFLOP/s (1 BLAS thread), "

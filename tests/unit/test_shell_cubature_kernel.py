@@ -169,22 +169,20 @@ def test_float32_storage_is_the_exact_force_of_the_rounded_basis(shell):
         shell.compiled_cubature(cub, precision="float16")
 
 
-def test_distinct_stencil_vertices(shell):
-    """Each element stores U's rows once per distinct stencil vertex: the slots map back onto the stencil exactly,
-    a triangle with three neighbours has 6 distinct vertices ("flap") or at most 12 ("midedge": 24 slots; 11 where
-    two neighbours' far apexes are one vertex), and the padding rows (-1, zero rows of U) are never read."""
-    from impactsound.sources.shell.reduced import distinct_vertices
+def test_chunk_vertices(shell):
+    """Each chunk of elements stores U's rows once per distinct vertex of its stencils: every slot maps back onto
+    its stencil vertex, chunks of triangles along the space-filling curve store fewer rows than 6 (or 12, "midedge")
+    per triangle, and the padding rows (-1, zero rows of U) are never read."""
+    from impactsound.sources.shell._cubature_kernel import CHUNK
+    from impactsound.sources.shell.reduced import chunk_vertices, curve_order
     m = shell.model
-    verts, slot = distinct_vertices(m.stencil)
-    assert verts.shape[1] % 3 == 0 and slot.shape == m.stencil.shape
-    assert np.array_equal(np.take_along_axis(verts, slot, axis=1), m.stencil)
-    full = m.interior.all(axis=1)
-    if m.bending == "midedge":
-        full &= m.interior[np.maximum(m.neighbor, 0)].all(axis=(1, 2))
-    n_distinct = (verts >= 0).sum(axis=1)
-    n_full = 12 if m.bending == "midedge" else 6
-    assert full.any() and n_distinct[full].max() == n_full and n_distinct[full].min() >= n_full - 1
-    assert np.all(n_distinct[~full] <= n_distinct[full].max())
+    el = np.arange(len(m.faces))[curve_order(m.vertices[m.faces].mean(axis=1))]
+    verts, voff, slot = chunk_vertices(m.stencil[el], CHUNK)
+    assert np.all(np.diff(voff) % 3 == 0) and voff[-1] == len(verts) and slot.shape == m.stencil.shape
+    chunk = np.arange(len(el)) // CHUNK
+    assert np.array_equal(verts[voff[chunk][:, None] + slot], m.stencil[el])
+    per_tri = 12 if m.bending == "midedge" else 6
+    assert (verts >= 0).sum() < 0.8 * per_tri * len(el)
     cc = shell.compiled_cubature(_cub(shell, 9))
-    pad = np.repeat(verts[cc.elements] < 0, 3, axis=1)
-    assert np.all(cc.Ue[pad] == 0.0)
+    pad = np.repeat(chunk_vertices(m.stencil[cc.elements[cc._order]], CHUNK)[0] < 0, 3)
+    assert np.all(cc.Ue[pad] == 0.0) and np.all(cc.X0[pad] == 0.0)

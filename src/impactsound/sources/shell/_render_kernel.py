@@ -25,10 +25,10 @@ from .dynamics import _limiter_alpha
 # that calls a parallel one segfaults when it is loaded from Numba's cache in a later process (numba issue #8578,
 # reproduced here with numba 0.68: the second render of a shell crashed). They compile in each process instead.
 @njit(cache=False, nogil=True)
-def _force(q, w2, nonlinear, Kc, Ue, X0, slot, wts, gN, R, Qm, th0, interior, A, c_m, c_b, part, out, tmp):
+def _force(q, w2, nonlinear, Kc, Ue, X0, voff, slot, wts, gN, R, Qm, th0, interior, A, c_m, c_b, part, out, tmp):
     r = q.shape[0]
     if nonlinear:
-        cubature_force(Ue, X0, slot, q, wts, gN, R, Qm, th0, interior, A, c_m, c_b, part, tmp)
+        cubature_force(Ue, X0, voff, slot, q, wts, gN, R, Qm, th0, interior, A, c_m, c_b, part, tmp)
         for a in range(r):
             s = tmp[a] + w2[a] * q[a]
             for b in range(r):
@@ -40,8 +40,8 @@ def _force(q, w2, nonlinear, Kc, Ue, X0, slot, wts, gN, R, Qm, th0, interior, A,
 
 
 @njit(cache=False, nogil=True)
-def run_block(q, v, fint, dt, w2, d, nonlinear, Kc, Ue, X0, slot, wts, gN, R, Qm, th0, interior, A, c_m, c_b, part,
-              n0, sched_step, sched_f, k0, e_max, alphas, branches, qdd, vel):
+def run_block(q, v, fint, dt, w2, d, nonlinear, Kc, Ue, X0, voff, slot, wts, gN, R, Qm, th0, interior, A, c_m, c_b,
+              part, n0, sched_step, sched_f, k0, e_max, alphas, branches, qdd, vel):
     """Steps n0 .. n0 + len(qdd) - 1 in place on (q, v, fint = f(q)); scheduled impulses sched_f[k] (force
     [N/sqrt(kg)] held over step sched_step[k], ascending) from index k0; returns the next schedule index.
     alphas/branches get the limiter's factor and branch per schedule row. qdd (nb, r) receives q''_n; vel
@@ -82,7 +82,7 @@ def run_block(q, v, fint, dt, w2, d, nonlinear, Kc, Ue, X0, slot, wts, gN, R, Qm
             if want_v:
                 vel[i, a] = v[a]
             q[a] += dt * v[a] + h * dt * acc[a]
-        _force(q, w2, nonlinear, Kc, Ue, X0, slot, wts, gN, R, Qm, th0, interior, A, c_m, c_b, part, fint, tmp)
+        _force(q, w2, nonlinear, Kc, Ue, X0, voff, slot, wts, gN, R, Qm, th0, interior, A, c_m, c_b, part, fint, tmp)
         for a in range(r):
             v[a] = (v[a] + h * acc[a] - h * fint[a]) / (1.0 + h * d[a])
         if not math.isfinite(q[0]):
@@ -91,9 +91,9 @@ def run_block(q, v, fint, dt, w2, d, nonlinear, Kc, Ue, X0, slot, wts, gN, R, Qm
 
 
 @njit(cache=False, nogil=True)
-def force_of(q, w2, nonlinear, Kc, Ue, X0, slot, wts, gN, R, Qm, th0, interior, A, c_m, c_b, part):
+def force_of(q, w2, nonlinear, Kc, Ue, X0, voff, slot, wts, gN, R, Qm, th0, interior, A, c_m, c_b, part):
     """f(q) (module docstring) as a new array."""
     out = np.empty(q.shape[0])
     tmp = np.empty(q.shape[0])
-    _force(q, w2, nonlinear, Kc, Ue, X0, slot, wts, gN, R, Qm, th0, interior, A, c_m, c_b, part, out, tmp)
+    _force(q, w2, nonlinear, Kc, Ue, X0, voff, slot, wts, gN, R, Qm, th0, interior, A, c_m, c_b, part, out, tmp)
     return out

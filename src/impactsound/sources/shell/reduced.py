@@ -86,35 +86,48 @@ class ReducedShell:
         return CompiledCubature(self, cub.elements, cub.weights, precision=precision)
 
 
-def distinct_vertices(stencil):
-    """Distinct vertices of each row of ``stencil`` (k, S) and each slot's position among them: (verts (k, n),
-    slot (k, S)), n the largest distinct count rounded up to a multiple of 3, shorter rows padded with -1. A
-    row's vertices keep the order of their first slot (the face's own three come first)."""
+def curve_order(points) -> np.ndarray:
+    """Indices that sort points (k, 3) along a Morton (Z-order) curve on a 1024^3 grid of their bounding box:
+    consecutive points are mostly near each other (ties keep the input order)."""
+    P = np.asarray(points, np.float64).reshape(-1, 3)
+    if len(P) == 0:
+        return np.zeros(0, np.int64)
+    span = float(np.ptp(P, axis=0).max()) or 1.0
+    g = np.clip(((P - P.min(axis=0)) / span * 1023).astype(np.int64), 0, 1023)
+    code = np.zeros(len(P), np.int64)
+    for b in range(10):
+        for d in range(3):
+            code |= ((g[:, d] >> b) & 1) << (3 * b + d)
+    return np.argsort(code, kind="stable")
+
+
+def chunk_vertices(stencil, chunk: int):
+    """The distinct vertices of each chunk of ``chunk`` consecutive rows of ``stencil`` (k, S), and each slot's
+    position among its chunk's: (verts (V,), voff (n_chunks + 1,), slot (k, S)). Chunk c's vertices are
+    verts[voff[c]:voff[c + 1]] (ascending, padded with -1 to a multiple of 3)."""
     st = np.asarray(stencil, np.int64)
-    k, S = st.shape
-    eq = st[:, :, None] == st[:, None, :]                                  # (k, S, S)
-    first = np.argmax(eq, axis=2)                                          # first slot holding the same vertex
-    is_new = first == np.arange(S)
-    rank = np.cumsum(is_new, axis=1) - 1                                   # position among distinct vertices
-    slot = np.take_along_axis(rank, first, axis=1)
-    n = int(is_new.sum(axis=1).max()) if k else 0
-    n = max(3, -(-n // 3) * 3)
-    verts = np.full((k, n), -1, np.int64)
-    rows, cols = np.nonzero(is_new)
-    verts[rows, rank[rows, cols]] = st[rows, cols]
-    return verts, np.ascontiguousarray(slot)
+    k = len(st)
+    verts, voff, slot = [], [0], np.empty_like(st)
+    for a in range(0, k, chunk):
+        u, inv = np.unique(st[a:a + chunk], return_inverse=True)
+        slot[a:a + chunk] = inv.reshape(-1, st.shape[1])
+        n = -(-len(u) // 3) * 3
+        verts.append(np.concatenate([u, np.full(n - len(u), -1, np.int64)]))
+        voff.append(voff[-1] + n)
+    v = np.concatenate(verts) if verts else np.zeros(0, np.int64)
+    return v, np.asarray(voff, np.int64), np.ascontiguousarray(slot)
 
 
 class CompiledCubature:
     """Cubature reduced force of a :class:`ReducedShell` in compiled code, O(k r) per evaluation.
 
-    Chadwick, An & James 2009, sec. 2.3. For each chosen triangle the rows of U at its stencil's distinct vertices
-    are stored per element, U_V (k, 3 n, r), with their rest positions X_V (k, 3 n) (n = 6 with "flap" bending;
-    with "midedge" the 24 stencil slots hold 12 distinct vertices); an evaluation gathers x_V = X_V + U_V q,
-    computes the triangle's membrane + bending force exactly as
-    :meth:`impactsound.fem.shell.ShellModel.element_forces` does (same strains, same free-edge handling), sums it
-    onto the distinct vertices, projects U_V^T f_V and sums with the weights. The sum runs in fixed
-    chunks (parallel over chunks, Numba threads) followed by an ordered sum: bitwise the same on any thread count.
+    Chadwick, An & James 2009, sec. 2.3. The chosen triangles are stored along a space-filling curve in chunks of
+    ``CHUNK``; each chunk keeps the rows of U at its triangles' distinct stencil vertices once (U_V, with their rest
+    positions X_V; a "flap" stencil has 6 vertices, a "midedge" one 12 in 24 slots, and nearby triangles share
+    some). An evaluation gathers x_V = X_V + U_V q per chunk, computes each triangle's membrane + bending force
+    exactly as :meth:`impactsound.fem.shell.ShellModel.element_forces` does (same strains, same free-edge
+    handling), adds the weighted forces onto the chunk's vertices and projects U_V^T f_V once. Chunks run in
+    parallel (Numba threads), then an ordered sum: bitwise the same on any thread count.
 
     Parameters
     ----------
@@ -129,8 +142,8 @@ class CompiledCubature:
         rounded to float32, exactly: :attr:`U_rounded` is that basis (relative change 6e-8), so a reference
         computed with it agrees to round-off.
 
-    Memory: 8 (float64) or 4 (float32) x 3 n x r bytes per element, n = 6 ("flap" bending) or 12 ("midedge"):
-    about 29 or 14 kB at r = 200 with "flap".
+    Memory: 8 (float64) or 4 (float32) x 3 r bytes per stored vertex: at most 6 ("flap" bending) or 12
+    ("midedge") per triangle, about 29 or 14 kB per triangle at r = 200 with "flap", less where they share.
     """
 
     def __init__(self, rs: ReducedShell, elements, weights, precision: str = "float64"):
@@ -152,30 +165,34 @@ class CompiledCubature:
         self.elements = el
         self.weights = np.ascontiguousarray(w)
         r = rs.r
-        # each element's distinct stencil vertices (the "midedge" stencil's 24 slots hold 12; a free edge's slot
-        # repeats a face vertex), padded to a common count n (a multiple of 3: the gather takes nine rows at a
-        # time) with rows of zeros that no slot reads, and each slot's row among them
-        verts, self.slot = distinct_vertices(m.stencil[el])           # (k, n), (k, S)
-        n = verts.shape[1]
-        dof = (3 * np.maximum(verts, 0)[:, :, None] + np.arange(3)).reshape(-1, 3 * n)
-        pad = np.repeat(verts < 0, 3, axis=1)                           # (k, 3 n)
+        # stored order: along a space-filling curve, so that a chunk's triangles share stencil vertices
+        order = curve_order(m.vertices[m.faces[el]].mean(axis=1)) if el.size else np.zeros(0, np.int64)
+        self._order = order
+        self._inv = np.argsort(order)
+        es = el[order]
+        self._w = np.ascontiguousarray(w[order])
+        # each chunk's distinct stencil vertices (shared by its triangles; the "midedge" stencil's 24 slots hold 12
+        # per triangle; a free edge's slot repeats a face vertex), padded with rows of zeros that no slot reads
+        verts, self.voff, self.slot = chunk_vertices(m.stencil[es], kern.CHUNK)
+        dof = (3 * np.maximum(verts, 0)[:, None] + np.arange(3)).reshape(-1)
+        pad = np.repeat(verts < 0, 3)
         Ue = rs.U[dof]
         Ue[pad] = 0.0
-        self.Ue = np.ascontiguousarray(Ue, dtype=np.dtype(precision))  # (k, 3 n, r)
-        X0 = m.vertices[np.maximum(verts, 0)].reshape(-1, 3 * n)
+        self.Ue = np.ascontiguousarray(Ue, dtype=np.dtype(precision))  # (3 V, r)
+        X0 = m.vertices[np.maximum(verts, 0)].reshape(-1)
         X0[pad] = 0.0
         self.X0 = np.ascontiguousarray(X0)
-        self.gN = np.ascontiguousarray(m.gN[el])
+        self.gN = np.ascontiguousarray(m.gN[es])
         # the flaps each triangle's bending reads (its own; with "midedge" also its neighbours'), their rest angles
         # and live hinges (a missing neighbour's flap has none)
-        fl = m._flaps_or_self[el]                                      # (k, nf)
-        self.R = np.ascontiguousarray(m.Rb[el])                        # (k, 3, nf, 3)
+        fl = m._flaps_or_self[es]                                      # (k, nf)
+        self.R = np.ascontiguousarray(m.Rb[es])                        # (k, 3, nf, 3)
         self.Qm = np.ascontiguousarray(m.Q, dtype=np.float64)
         self.theta0 = np.ascontiguousarray(m.theta0[fl])               # (k, nf, 3)
-        self.interior = np.ascontiguousarray(m.interior[fl] & (m.flaps[el] >= 0)[:, :, None])
-        self.areas = np.ascontiguousarray(m.areas[el], dtype=np.float64)
+        self.interior = np.ascontiguousarray(m.interior[fl] & (m.flaps[es] >= 0)[:, :, None])
+        self.areas = np.ascontiguousarray(m.areas[es], dtype=np.float64)
         self.c_m, self.c_b = float(m.c_m), float(m.c_b)
-        self._part = np.zeros((max(1, -(-el.size // kern.CHUNK)), r))
+        self._part = np.zeros((len(self.voff) - 1, r))                  # one row per chunk
         self._r = r
 
     @property
@@ -190,6 +207,11 @@ class CompiledCubature:
     def _args(self):
         return (self.gN, self.R, self.Qm, self.theta0, self.interior, self.areas, self.c_m, self.c_b)
 
+    def kernel_args(self) -> tuple:
+        """(Uc, X0c, voff, slot, w, gN, R, Qm, theta0, interior, areas, c_m, c_b, part): the arguments of the
+        compiled kernels (_cubature_kernel.cubature_force after q, newmark_free), elements in stored order."""
+        return (self.Ue, self.X0, self.voff, self.slot, self._w, *self._args(), self._part)
+
     def _q(self, q):
         q = np.ascontiguousarray(q, dtype=np.float64)
         if q.shape != (self._r,) or not np.isfinite(q).all():
@@ -203,20 +225,23 @@ class CompiledCubature:
         if self.elements.size == 0:
             out[:] = 0.0
             return out
-        self._k.cubature_force(self.Ue, self.X0, self.slot, q, self.weights, *self._args(), self._part, out)
+        self._k.cubature_force(self.Ue, self.X0, self.voff, self.slot, q, self._w, *self._args(), self._part,
+                               out)
         return out
 
     def element_forces(self, q) -> np.ndarray:
         """Unweighted reduced forces g_i(q) of the chosen elements, (k, r) [N/sqrt(kg)]."""
         q = self._q(q)
-        return self._k.reduced_element_forces(self.Ue, self.X0, self.slot, q, *self._args())
+        g = self._k.reduced_element_forces(self.Ue, self.X0, self.voff, self.slot, q, *self._args())
+        return g[self._inv]
 
     def nodal_forces(self, u):
         """The chosen triangles' (fm (k, 3, 3), fb (k, 6, 3)) [N] at full displacement u (3 Nv,) [m]: the rows
         of ShellModel.element_forces(u) for these elements, computed by the compiled element kernel."""
         x = self.rs.model._as_positions(u)
-        xs = np.ascontiguousarray(x[self.rs.model.stencil[self.elements]])
-        return self._k.nodal_forces(xs, *self._args())
+        xs = np.ascontiguousarray(x[self.rs.model.stencil[self.elements[self._order]]])
+        fm, fb = self._k.nodal_forces(xs, *self._args())
+        return fm[self._inv], fb[self._inv]
 
     def newmark(self, q, v, dt: float, n_steps: int, d=None):
         """n_steps unloaded steps of the explicit Newmark of
@@ -227,8 +252,7 @@ class CompiledCubature:
         dd = np.zeros(self._r) if d is None else np.ascontiguousarray(d, dtype=np.float64) * np.ones(self._r)
         fint = self.force(q)
         if self.elements.size and n_steps > 0:
-            self._k.newmark_free(self.Ue, self.X0, self.slot, self.weights, *self._args(), self._part, q, v,
-                                 fint, float(dt), dd, int(n_steps))
+            self._k.newmark_free(*self.kernel_args(), q, v, fint, float(dt), dd, int(n_steps))
         elif n_steps > 0:
             for _ in range(int(n_steps)):   # no elements: zero force
                 acc = -dd * v

@@ -200,11 +200,10 @@ def render_shell(sound: ShellSound, t0, tau, face, bary, J_b, xl_b, sample_rate:
     cc = sound.cubature
     nonlinear = cc is not None
     if nonlinear:
-        args = (cc.Ue, cc.X0, cc.slot, cc.weights, cc.gN, cc.R, cc.Qm, cc.theta0, cc.interior, cc.areas, cc.c_m,
-                cc.c_b, cc._part)
+        args = cc.kernel_args()
         Kc = np.ascontiguousarray(sound.Kc)
     else:
-        args = (np.zeros((0, 18, r)), np.zeros((0, 18)), np.zeros((0, 6), np.int64), np.zeros(0),
+        args = (np.zeros((0, r)), np.zeros(0), np.zeros(1, np.int64), np.zeros((0, 6), np.int64), np.zeros(0),
                 np.zeros((0, 3, 2)), np.zeros((0, 3, 1, 3)), np.eye(3), np.zeros((0, 1, 3)),
                 np.zeros((0, 1, 3), np.bool_), np.zeros(0), 0.0, 0.0, np.zeros((1, r)))
         Kc = np.zeros((1, 1))
