@@ -43,8 +43,12 @@ def test_pitch_track_follows_a_chirp():
 def test_shells_demo_hard_strike_spreads(tmp_path):
     """The demo renders; in the hard cymbal strike the nonlinear rendering puts energy above the highest kept
     mode (spectral spreading) that the linear one cannot have: > 20 dB more energy above 1.2 kHz in the
-    second after the strike; and it glides in pitch: the strongest peak in 200-330 Hz falls (measured 303 ->
-    ~280 Hz over the first second) where the linear one holds its mode (238.7 Hz +- 0.3)."""
+    second after the strike; and it glides in pitch: the strongest peak in 200-330 Hz falls by more than 1.5 %
+    from the first 0.3 s to 0.5-0.8 s, where the linear one holds its mode (238.7 Hz +- 0.3, 0.1 %).
+
+    The hard strike is chaotic: a change of round-off (perturbing the cubature weights by 1e-12, or float32 vs
+    float64 basis rows) gives another realisation. Over six such realisations the glide was 2.3-4.1 % (early
+    294-304 Hz, late 281-297 Hz), so the bound asks for the glide, not for one realisation's size of it."""
     import json
     import soundfile as sf
     from impactsound.io.progress import QUIET
@@ -68,6 +72,6 @@ def test_shells_demo_hard_strike_spreads(tmp_path):
             early, late = np.median(ff[tt < 0.3]), np.median(ff[(tt > 0.5) & (tt < 0.8)])
             print(f"{name}: pitch {early:.1f} Hz early, {late:.1f} Hz at 0.5-0.8 s")
             if "nonlinear" in name:
-                assert late < 0.97 * early                 # the hardening glide
+                assert late < 0.985 * early                # the hardening glide (2.3-4.1 % measured)
             else:
                 assert np.ptp(ff) < 0.01 * early           # a linear mode holds its pitch
