@@ -138,7 +138,7 @@ class CompiledCubature:
         Cubature weights (dimensionless).
     precision : "float64" (default) or "float32"
         Storage of U_V. All arithmetic is float64 either way. "float32" halves the memory a step streams (the
-        step is bound by it: about 1.4x faster on the trash-can bench) and evaluates the force of the basis U
+        step is bound by it: 1.1-1.5x faster on the trash-can bench, with the machine's load) and evaluates the force of the basis U
         rounded to float32, exactly: :attr:`U_rounded` is that basis (relative change 6e-8), so a reference
         computed with it agrees to round-off.
 
