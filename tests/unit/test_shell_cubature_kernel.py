@@ -186,3 +186,22 @@ def test_chunk_vertices(shell):
     cc = shell.compiled_cubature(_cub(shell, 9))
     pad = np.repeat(chunk_vertices(m.stencil[cc.elements[cc._order]], CHUNK)[0] < 0, 3)
     assert np.all(cc.Ue[pad] == 0.0) and np.all(cc.X0[pad] == 0.0)
+
+
+def test_folded_triangle_is_a_clear_error():
+    """A pose that folds a triangle flat (a one-mode basis that moves a vertex exactly onto its neighbour, on a grid
+    whose coordinates are exact binary fractions) is reported as a SolverError that says what to change, not
+    returned as NaN forces; the same basis at half the pose is finite."""
+    from impactsound.errors import SolverError
+    V, F = grid(3, 3, 0.375, 0.375)                       # vertices at multiples of 0.125 m
+    m = ShellModel(V, F, H, PLATE_MAT)
+    a = int(np.flatnonzero((np.abs(V[:, 0] - 0.125) < 1e-12) & (np.abs(V[:, 1] - 0.125) < 1e-12))[0])
+    b = int(np.flatnonzero((np.abs(V[:, 0] - 0.25) < 1e-12) & (np.abs(V[:, 1] - 0.125) < 1e-12))[0])
+    U = np.zeros((m.ndof, 1))
+    U[3 * a:3 * a + 3, 0] = V[b] - V[a]
+    rs = ReducedShell(m, U, np.ones(1))
+    el = np.arange(len(F))
+    cc = rs.compiled_cubature(Cubature(el, np.ones(el.size), 0.0, np.nan, np.zeros(0)))
+    assert np.isfinite(cc.force(np.array([0.5]))).all()
+    with pytest.raises(SolverError, match="non-finite"):
+        cc.force(np.array([1.0]))

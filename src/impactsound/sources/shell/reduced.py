@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...errors import InputError
+from ...errors import InputError, SolverError
 
 
 @dataclass
@@ -116,6 +116,14 @@ def chunk_vertices(stencil, chunk: int):
         voff.append(voff[-1] + n)
     v = np.concatenate(verts) if verts else np.zeros(0, np.int64)
     return v, np.asarray(voff, np.int64), np.ascontiguousarray(slot)
+
+
+def _check_finite(a, what: str) -> None:
+    # the element kernel divides without zero checks (Numba's NumPy error model: inf/NaN, no exception), so a
+    # triangle folded flat by an extreme pose shows up here
+    if not np.isfinite(a).all():
+        raise SolverError(f"compiled cubature: non-finite {what}: a pose folds a triangle flat (displacements "
+                          "far beyond the shell's thickness, or an unstable time step); lower the amplitude or dt")
 
 
 class CompiledCubature:
@@ -227,6 +235,7 @@ class CompiledCubature:
             return out
         self._k.cubature_force(self.Ue, self.X0, self.voff, self.slot, q, self._w, *self._args(), self._part,
                                out)
+        _check_finite(out, "force")
         return out
 
     def element_forces(self, q) -> np.ndarray:
@@ -253,6 +262,7 @@ class CompiledCubature:
         fint = self.force(q)
         if self.elements.size and n_steps > 0:
             self._k.newmark_free(*self.kernel_args(), q, v, fint, float(dt), dd, int(n_steps))
+            _check_finite(np.concatenate([q, v, fint]), "state after Newmark steps")
         elif n_steps > 0:
             for _ in range(int(n_steps)):   # no elements: zero force
                 acc = -dd * v
