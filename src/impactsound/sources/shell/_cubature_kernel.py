@@ -20,7 +20,7 @@ onto them, and projects once: for 800 random triangles of a 14k-triangle trash c
 one copy per element, and the step streams these rows from memory.
 
 Precision: U_V may be stored as float32 (CompiledCubature's ``precision``); every product and sum is still float64.
-A step streams U_V from memory once (22 MiB at k = 800, r = 200 in float64: more than the L2 caches, so the
+A step streams U_V from memory once (17.6 MiB at k = 800, r = 200 in float64: more than the L2 caches, so the
 step is bound by the L3's bandwidth), and float32 halves that traffic. Rounding U to float32 is a change of basis
 by 6e-8 relative, the same rounded basis being used in the gather and the projection: the force stays the exact
 Galerkin force of the rounded basis (symmetric, conservative), not a noisy one.
@@ -234,16 +234,16 @@ def _gather(Ue, X0, q, x):
 
 
 @njit(cache=True, nogil=True, fastmath={"contract"})
-def _project_add(Ue, f, w, out):
-    """out (r,) += w Ue^T f, f the (n, 3) force on the element's distinct vertices, in float64 whatever Ue's float
+def _project_add(Ue, f, out):
+    """out (r,) += Ue^T f, f the (n, 3) force on the element's distinct vertices, in float64 whatever Ue's float
     type: nine rows of Ue per pass over out, each pass vectorised over r (no reduction across r; fixed order:
     deterministic)."""
     r = out.shape[0]
     for o in range(0, Ue.shape[0], 9):
         v = o // 3
-        b0, b1, b2 = w * f[v, 0], w * f[v, 1], w * f[v, 2]
-        b3, b4, b5 = w * f[v + 1, 0], w * f[v + 1, 1], w * f[v + 1, 2]
-        b6, b7, b8 = w * f[v + 2, 0], w * f[v + 2, 1], w * f[v + 2, 2]
+        b0, b1, b2 = f[v, 0], f[v, 1], f[v, 2]
+        b3, b4, b5 = f[v + 1, 0], f[v + 1, 1], f[v + 1, 2]
+        b6, b7, b8 = f[v + 2, 0], f[v + 2, 1], f[v + 2, 2]
         for p in range(r):
             out[p] += (b0 * np.float64(Ue[o, p]) + b1 * np.float64(Ue[o + 1, p]) + b2 * np.float64(Ue[o + 2, p])
                        + b3 * np.float64(Ue[o + 3, p]) + b4 * np.float64(Ue[o + 4, p])
@@ -293,7 +293,7 @@ def reduced_element_forces(Uc, X0c, voff, slot, q, gN, R, Qm, th0, interior, A, 
         _gather(Uc[a:b], X0c[a:b], q, xu)
         _element_onto(xu, slot[e], gN[e], R[e], Qm, th0[e], interior[e], A[e], c_m, c_b, 1.0, x, fm, fb, fu, J,
                       dth)
-        _project_add(Uc[a:b], fu, 1.0, out[e])
+        _project_add(Uc[a:b], fu, out[e])
     return out
 
 
@@ -323,7 +323,7 @@ def cubature_force(Uc, X0c, voff, slot, q, w, gN, R, Qm, th0, interior, A, c_m, 
         row = part[c]
         for p in range(r):
             row[p] = 0.0
-        _project_add(Uc[a:b], fu, 1.0, row)
+        _project_add(Uc[a:b], fu, row)
     for p in range(r):
         out[p] = 0.0
     for c in range(nch):
