@@ -72,6 +72,29 @@ def matmul_peak(threads: int | None) -> float:
     return float(out.stdout.strip())
 
 
+def build_case(r: int, k: int, resolution: int = 96, bending: str = "flap", basis: str = "synthetic"):
+    """The bench's trash can: (model, ReducedShell, Cubature of k random elements, rng, setup seconds)."""
+    t0 = time.perf_counter()
+    mesh = make_shell("trash_can", resolution=resolution)
+    model = ShellModel(mesh.vertices, mesh.faces, H, STEEL, bending=bending)
+    Nf = len(model.faces)
+    rng = np.random.default_rng(0)
+    if basis == "modes":
+        modes = shell_modes(model, f_max=None, n_modes=r)
+        rs = ReducedShell.from_modes(model, modes)
+    else:
+        mdiag = model.mass().diagonal()
+        Qr, _ = np.linalg.qr(rng.standard_normal((model.ndof, r)))
+        U = Qr / np.sqrt(mdiag)[:, None]
+        lam, V = np.linalg.eigh(U.T @ (model.stiffness() @ U))
+        U = U @ V                                             # U^T K U diagonal, U^T M U = I
+        rs = ReducedShell(model, np.ascontiguousarray(U), np.sqrt(np.maximum(lam, 1e-30)))
+    t_setup = time.perf_counter() - t0
+    el = rng.choice(Nf, size=k, replace=False).astype(np.int64)
+    w = rng.uniform(0.5, 1.5, k) * Nf / k
+    return model, rs, Cubature(el, w, 0.0, np.nan, np.zeros(0)), rng, t_setup
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--modes", type=int, default=200)
@@ -85,25 +108,8 @@ def main():
     a = ap.parse_args()
     r, k = a.modes, a.elements
 
-    t0 = time.perf_counter()
-    mesh = make_shell("trash_can", resolution=a.resolution)
-    model = ShellModel(mesh.vertices, mesh.faces, H, STEEL, bending=a.bending)
-    Nf = len(model.faces)
-    rng = np.random.default_rng(0)
-    if a.basis == "modes":
-        modes = shell_modes(model, f_max=None, n_modes=r)
-        rs = ReducedShell.from_modes(model, modes)
-    else:
-        mdiag = model.mass().diagonal()
-        Qr, _ = np.linalg.qr(rng.standard_normal((model.ndof, r)))
-        U = Qr / np.sqrt(mdiag)[:, None]
-        lam, V = np.linalg.eigh(U.T @ (model.stiffness() @ U))
-        U = U @ V                                             # U^T K U diagonal, U^T M U = I
-        rs = ReducedShell(model, np.ascontiguousarray(U), np.sqrt(np.maximum(lam, 1e-30)))
-    t_setup = time.perf_counter() - t0
-    el = rng.choice(Nf, size=k, replace=False).astype(np.int64)
-    w = rng.uniform(0.5, 1.5, k) * Nf / k
-    cub = Cubature(el, w, 0.0, np.nan, np.zeros(0))
+    model, rs, cub, rng, t_setup = build_case(r, k, a.resolution, a.bending, a.basis)
+    Nf, el = len(model.faces), cub.elements
     print(f"trash can ({a.bending} bending): {model.n_vertices} vertices, {Nf} triangles, h = {H * 1e3:g} mm, "
           f"r = {rs.r} "
           f"({a.basis} basis), k = {k} cubature elements; setup {t_setup:.1f} s")
