@@ -50,6 +50,7 @@ def main():
     cc = rs.compiled_cubature(cub, precision="float32")
     t0 = time.perf_counter()
     g = gpu.GpuCubature(cc)
+    g1 = gpu.GpuCubature(cc, graphs=False)
     print(f"upload + kernel set-up: {time.perf_counter() - t0:.2f} s")
     dt = 0.5 / rs.omega.max()
     d = np.full(rs.r, 1.0)
@@ -79,19 +80,24 @@ def main():
         t_cpu = min(t_cpu, (time.perf_counter() - t0) / a.steps)
     print(f"CPU kernel: {t_cpu * 1e3:.3f} ms per step (one shell), {16.1e-3 / t_cpu:.1f}x the paper's 16.1 ms")
 
-    print(f"{'shells B':>9s} {'ms/step':>9s} {'us/shell-step':>14s} {'vs CPU kernel':>14s} {'vs paper':>9s} "
-          f"{'GPU buffers':>12s}")
+    print(f"{'shells B':>9s} {'launches, products':>22s} {'ms/step':>9s} {'us/shell-step':>14s} {'vs CPU kernel':>14s} "
+          f"{'vs paper':>9s} {'GPU buffers':>12s}")
     for B in (int(b) for b in a.batches.split(",")):
-        g.newmark(Q[:B], V[:B], dt, 2, d=d)                    # buffers for B, warm
-        sync()
-        t = np.inf
-        for _ in range(a.repeat):
-            t0 = time.perf_counter()
-            g.newmark(Q[:B], V[:B], dt, a.steps, d=d)          # returns to the host: synchronised
-            t = min(t, (time.perf_counter() - t0) / a.steps)
-        mib = sum(x.nbytes for x in (g._Xg, g._Fb, g._Fu, g._Q, g._V, g._F, g._Acc)) / 2**20
-        print(f"{B:9d} {t * 1e3:9.4f} {t / B * 1e6:14.3f} {t_cpu * B / t:13.1f}x {16.1e-3 * B / t:8.0f}x "
-              f"{mib:9.1f} MiB")
+        for gg in (g1, g):
+            gg.newmark(Q[:B], V[:B], dt, gg.GRAPH_STEPS + 2, d=d)   # buffers for B, graph recorded, warm
+            how = ("graph" if gg._graphs else "one by one") + (", ours" if gg._small else ", cuBLAS")
+            sync()
+            t = np.inf
+            for _ in range(a.repeat):
+                t0 = time.perf_counter()
+                gg.newmark(Q[:B], V[:B], dt, a.steps, d=d)     # returns to the host: synchronised
+                t = min(t, (time.perf_counter() - t0) / a.steps)
+            mib = sum(x.nbytes for x in (gg._Xg, gg._Fb, gg._Fu, gg._Q, gg._V, gg._F, gg._Acc)) / 2**20
+            print(f"{B:9d} {how:>22s} {t * 1e3:9.4f} {t / B * 1e6:14.3f} {t_cpu * B / t:13.1f}x "
+                  f"{16.1e-3 * B / t:8.0f}x {mib:9.1f} MiB")
+        g1._buffers(1)                                         # free the one-by-one instance's wide buffers
+    print(f"graph recording (up to {g.SMALL_B} shells): "
+          f"{'used' if g.graph_problem is None else 'failed: ' + g.graph_problem}")
     basis = (g.Ue.nbytes + g.UeT.nbytes) / 2**20
     print(f"GPU basis copies {basis:.1f} MiB; cupy pool {pool() / 2**20:.0f} MiB; "
           f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")

@@ -3,7 +3,8 @@
 Chadwick, An & James 2009, sec. 2.3: f~(q) ~= sum_{i in C} w_i g_i(q), g_i(q) = U_V^T f_V(X_V + U_V q). For B
 shells (columns of Q (r, B)) one evaluation is
 
-1. gather     Xg = U_V Q                      (3 V x r x B: a matrix product, cuBLAS through the array module);
+1. gather     Xg = U_V Q                      (3 V x r x B: a matrix product: cuBLAS through the array module,
+              or, for a few shells, ``matvec`` here, which a CUDA graph can record);
 2. elements   one GPU thread per (triangle, shell): x = X_V + Xg at the triangle's stencil slots, the triangle's
               membrane + bending force -- the very Python source of the CPU kernel's ``element_force`` compiled
               for the GPU (``_for_device``), so both targets share one statement of the physics -- weighted, one
@@ -11,7 +12,7 @@ shells (columns of Q (r, B)) one evaluation is
 3. scatter    Fu[j] = sum of the Fb rows that land on stored row j, in a fixed (element, slot) order;
 4. project    F = U_V^T Fu                    (r x 3 V x B: a matrix product).
 
-Steps 2 and 3 are the kernels here; 1 and 4 are matrix products of the caller's array module. The sum order of
+Steps 2 and 3 are the kernels here; 1 and 4 are matrix products of the caller's array module (or ``matvec``). The sum order of
 step 3 is that of the CPU kernel (elements in stored order, then slots), and every sum is deterministic (no
 atomics): the same inputs give the same bits on the same GPU.
 
@@ -23,6 +24,7 @@ SI units: positions [m], forces [N], q [m sqrt(kg)], U [1/sqrt(kg)], reduced for
 from __future__ import annotations
 
 import types
+import warnings
 
 from numba import cuda, float64
 
@@ -32,6 +34,10 @@ S_MAX = 24          # stencil slots: 6 ("flap" bending), 24 ("midedge")
 NF_MAX = 4          # flaps a triangle's bending reads
 THREADS = 128       # threads per block of the element and scatter kernels
 CHUNK = cpu.CHUNK   # elements per chunk of the stored layout
+
+# one shell's step launches a few blocks by design (k / THREADS for its k triangles); Numba warns at every such
+# launch that the grid under-uses the GPU
+warnings.filterwarnings("ignore", message=r".*Grid size \d+ will likely result in GPU under-utilization")
 
 
 def _for_device(fn, **device_names):
@@ -119,6 +125,38 @@ def newmark_update(Q, V, Fint, Acc, d, dt, finish, start):
         a = -d[p] * V[p, b] - Fint[p, b]
         Acc[p, b] = a
         Q[p, b] += dt * V[p, b] + h * dt * a
+
+
+RED_MAX = 256       # threads per block of matvec
+
+
+@cuda.jit
+def matvec(A, X, Y):
+    """Y[i, b] = sum_j A[i, j] X[j, b], one block per (i, b) (the gather U_V Q and the projection U_V^T Fu for a
+    few shells, where a recorded CUDA graph replays the step: CuPy records no cuBLAS call). Each of the block's
+    threads (a power of two, at most RED_MAX) sums a fixed stride of j, then a fixed tree: deterministic."""
+    o = cuda.blockIdx.x
+    B = Y.shape[1]
+    if o >= Y.shape[0] * B:
+        return
+    i = o // B
+    b = o - i * B
+    t = cuda.threadIdx.x
+    nt = cuda.blockDim.x
+    part = cuda.shared.array(RED_MAX, float64)
+    s = 0.0
+    for j in range(t, A.shape[1], nt):
+        s += A[i, j] * X[j, b]
+    part[t] = s
+    cuda.syncthreads()
+    half = nt // 2
+    while half > 0:
+        if t < half:
+            part[t] += part[t + half]
+        cuda.syncthreads()
+        half //= 2
+    if t == 0:
+        Y[i, b] = part[0]
 
 
 def blocks(n: int) -> int:
