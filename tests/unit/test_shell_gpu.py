@@ -152,6 +152,9 @@ def test_kernels_under_cuda_simulator():
     """The GPU tests above, run by a child pytest under Numba's CUDA simulator: the same kernel code on the CPU."""
     if gpu.simulated():
         pytest.skip("already under the simulator")
+    import importlib.util
+    if importlib.util.find_spec("numba.cuda") is None:
+        pytest.skip("this Numba has no CUDA target (numba-cuda not installed): no simulator to run the kernels on")
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", NUMBA_CACHE_DIR=os.environ.get("NUMBA_CACHE_DIR", ""))
     if not env["NUMBA_CACHE_DIR"]:
         del env["NUMBA_CACHE_DIR"]

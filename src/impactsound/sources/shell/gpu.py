@@ -8,7 +8,8 @@ the very source of the CPU kernel (sources/shell/_cubature_cuda.py). Every sum h
 inputs give the same bits on the same GPU; against the CPU kernel they agree to round-off (different summation
 orders of the same products).
 
-Optional: it needs an NVIDIA GPU with CuPy and Numba's CUDA target (``pip install 'impactsound[cuda]'``).
+Optional: it needs an NVIDIA GPU with CuPy and Numba's CUDA target (``pip install 'impactsound[cuda12]'``, or
+``[cuda13]``, after the driver's CUDA version).
 :func:`cuda_problem` probes that in a subprocess (a broken driver cannot crash the caller) and says why not;
 everything else of impactsound runs on the CPU. With ``NUMBA_ENABLE_CUDASIM=1`` (Numba's CUDA simulator, set
 before Numba is imported) the same kernels run on the CPU with NumPy arrays: slow, for tests only.
@@ -61,7 +62,8 @@ def cuda_problem(timeout: float = 300.0) -> str | None:
     import sys
     missing = [m for m in ("cupy", "numba") if importlib.util.find_spec(m) is None]
     if missing:
-        reason = f"{', '.join(missing)} not installed (pip install 'impactsound[cuda]' on a machine with an NVIDIA GPU)"
+        reason = (f"{', '.join(missing)} not installed (pip install 'impactsound[cuda12]' or '[cuda13]' on a machine "
+                  "with an NVIDIA GPU)")
     else:
         try:
             r = subprocess.run([sys.executable, "-c", _PROBE_SCRIPT], capture_output=True, text=True,
@@ -75,6 +77,8 @@ def cuda_problem(timeout: float = 300.0) -> str | None:
                 lines = [ln.strip() for ln in (r.stderr + r.stdout).splitlines() if ln.strip()]
                 why = lines[-1][:300] if lines else f"exit status {r.returncode}"
                 reason = f"the CUDA probe failed ({why})"
+                if "row_stack" in why:                       # numba-cuda 0.30 against NumPy >= 2.5
+                    reason += "; numba-cuda needs numpy<2.5 here: pip install 'numpy<2.5'"
     _PROBE.append(reason)
     return reason
 
