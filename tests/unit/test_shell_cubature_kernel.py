@@ -205,3 +205,34 @@ def test_folded_triangle_is_a_clear_error():
     assert np.isfinite(cc.force(np.array([0.5]))).all()
     with pytest.raises(SolverError, match="non-finite"):
         cc.force(np.array([1.0]))
+
+
+def test_simd_chunk_forces_are_bitwise_element_force(shell):
+    """chunk_forces (a chunk's elements at once, structure-of-arrays, SIMD across elements) performs each element's
+    operations in element_force's order: the same bits, on every chunk (a partial last one included), random
+    poses in the nonlinear range, free edges and either bending scheme."""
+    from impactsound.sources.shell import _cubature_kernel as kern
+    from impactsound.sources.shell.reduced import chunk_soa
+    m = shell.model
+    el = np.arange(len(m.faces))
+    cc = shell.compiled_cubature(Cubature(el, np.ones(el.size), 0.0, np.nan, np.zeros(0)))
+    CH = kern.CHUNK
+    k, S = cc.slot.shape
+    nf = S // 6
+    assert k % CH != 0                                          # a partial chunk is exercised
+    gN, R, th0, it, A = chunk_soa(cc.gN, cc.R, cc.theta0, cc.interior, cc.areas, CH)
+    for q in _poses(shell, 3, 17):
+        xs_all = np.ascontiguousarray(m._as_positions(shell.U @ q)[m.stencil[el[cc._order]]])    # (k, S, 3)
+        fm, fb = kern.nodal_forces(xs_all, cc.gN, cc.R, cc.Qm, cc.theta0, cc.interior, cc.areas, cc.c_m, cc.c_b)
+        ref = fb.copy()
+        ref[:, :3] += fm
+        for c in range(-(-k // CH)):
+            ne = min(CH, k - c * CH)
+            xs = np.zeros((S, 3, CH))
+            xs[:, :, :ne] = xs_all[c * CH:c * CH + ne].transpose(1, 2, 0)
+            fs = np.empty(S * 3 * CH)
+            kern.chunk_forces(xs.reshape(-1), ne, S, nf, gN[c], R[c], cc.Qm, th0[c], it[c], A[c], cc.c_m, cc.c_b,
+                              fs, np.empty(nf * 3 * kern.NG_HINGE * CH), np.empty(CH), np.empty(nf * 3 * CH),
+                              np.empty(nf * 3 * CH), np.empty(9 * CH), np.empty(4 * CH))
+            got = fs.reshape(S, 3, CH)[:, :, :ne].transpose(2, 0, 1)
+            assert np.array_equal(got, ref[c * CH:c * CH + ne])

@@ -53,7 +53,8 @@ def _for_device(fn, **device_names):
 
 _cross = _for_device(cpu._cross)
 _flap_angles = _for_device(cpu._flap_angles, _cross=_cross)
-_element_force = _for_device(cpu.element_force, _flap_angles=_flap_angles)
+_membrane_stress = _for_device(cpu._membrane_stress)
+_element_force = _for_device(cpu.element_force, _flap_angles=_flap_angles, _membrane_stress=_membrane_stress)
 
 
 @cuda.jit

@@ -118,6 +118,24 @@ def chunk_vertices(stencil, chunk: int):
     return v, np.asarray(voff, np.int64), np.ascontiguousarray(slot)
 
 
+def chunk_soa(gN, R, theta0, interior, areas, chunk: int):
+    """The per-element data of the compiled kernel per chunk of ``chunk`` elements, structure-of-arrays: for each
+    array (k, *shape), (n_chunks, prod(shape) x chunk) with the element index fastest (the layout of
+    _cubature_kernel.chunk_forces; the last chunk padded with zeros, never read)."""
+    k = len(areas)
+    nch = -(-k // chunk)
+
+    def soa(a):
+        a = np.asarray(a)
+        tail = a.shape[1:]
+        out = np.zeros((nch * chunk,) + tail, a.dtype)
+        out[:k] = a
+        out = out.reshape((nch, chunk) + tail)
+        return np.ascontiguousarray(np.moveaxis(out, 1, -1)).reshape(nch, chunk * int(np.prod(tail)))
+
+    return soa(gN), soa(R), soa(theta0), soa(interior), soa(np.asarray(areas)[:, None])
+
+
 def _check_finite(a, what: str) -> None:
     # the element kernel divides without zero checks (Numba's NumPy error model: inf/NaN, no exception), so a
     # triangle folded flat by an extreme pose shows up here
@@ -202,6 +220,7 @@ class CompiledCubature:
         self.c_m, self.c_b = float(m.c_m), float(m.c_b)
         self._part = np.zeros((len(self.voff) - 1, r))                  # one row per chunk
         self._r = r
+        self._soa = chunk_soa(self.gN, self.R, self.theta0, self.interior, self.areas, kern.CHUNK)
 
     @property
     def r(self) -> int:
@@ -217,8 +236,18 @@ class CompiledCubature:
 
     def kernel_args(self) -> tuple:
         """(Uc, X0c, voff, slot, w, gN, R, Qm, theta0, interior, areas, c_m, c_b, part): the arguments of the
-        compiled kernels (_cubature_kernel.cubature_force after q, newmark_free), elements in stored order."""
-        return (self.Ue, self.X0, self.voff, self.slot, self._w, *self._args(), self._part)
+        compiled kernels (_cubature_kernel.cubature_force after q, newmark_free), elements in stored order, the
+        per-element data per chunk in structure-of-arrays form (:func:`chunk_soa`)."""
+        gN, R, th0, interior, A = self._soa
+        return (self.Ue, self.X0, self.voff, self.slot, self._w, gN, R, self.Qm, th0, interior, A, self.c_m,
+                self.c_b, self._part)
+
+    @staticmethod
+    def empty_kernel_args(r: int) -> tuple:
+        """kernel_args of a cubature with no elements (zero force), for kernels that take them unused."""
+        return (np.zeros((0, r)), np.zeros(0), np.zeros(1, np.int64), np.zeros((0, 6), np.int64), np.zeros(0),
+                np.zeros((0, 0)), np.zeros((0, 0)), np.eye(3), np.zeros((0, 0)), np.zeros((0, 0), np.bool_),
+                np.zeros((0, 0)), 0.0, 0.0, np.zeros((0, r)))
 
     def _q(self, q):
         q = np.ascontiguousarray(q, dtype=np.float64)
@@ -233,8 +262,8 @@ class CompiledCubature:
         if self.elements.size == 0:
             out[:] = 0.0
             return out
-        self._k.cubature_force(self.Ue, self.X0, self.voff, self.slot, q, self._w, *self._args(), self._part,
-                               out)
+        args = self.kernel_args()
+        self._k.cubature_force(*args[:4], q, *args[4:], out)
         _check_finite(out, "force")
         return out
 

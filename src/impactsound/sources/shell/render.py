@@ -43,6 +43,7 @@ import numpy as np
 from ...errors import SolverError
 from . import _render_kernel as kern
 from .dynamics import BRANCH_FULL, choose_rate
+from .reduced import CompiledCubature
 
 log = logging.getLogger("impactsound")
 
@@ -203,9 +204,7 @@ def render_shell(sound: ShellSound, t0, tau, face, bary, J_b, xl_b, sample_rate:
         args = cc.kernel_args()
         Kc = np.ascontiguousarray(sound.Kc)
     else:
-        args = (np.zeros((0, r)), np.zeros(0), np.zeros(1, np.int64), np.zeros((0, 6), np.int64), np.zeros(0),
-                np.zeros((0, 3, 2)), np.zeros((0, 3, 1, 3)), np.eye(3), np.zeros((0, 1, 3)),
-                np.zeros((0, 1, 3), np.bool_), np.zeros(0), 0.0, 0.0, np.zeros((1, r)))
+        args = CompiledCubature.empty_kernel_args(r)
         Kc = np.zeros((1, 1))
     q = np.zeros(r)
     v = np.zeros(r)
