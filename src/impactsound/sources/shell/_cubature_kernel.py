@@ -42,6 +42,7 @@ from numba import njit, prange
 
 CHUNK = 16          # elements per chunk of the parallel sum (fixed: the sum order must not depend on threads), and
                     # the SIMD block of chunk_forces
+RUNS = 16           # runs of chunks cubature_force hands to its threads (fixed: not the thread count)
 NG_HINGE = 10       # per hinge and element in chunk_forces' scratch: the angle's atan2 arguments, gc (3), gd (3), lc, ld
 
 _TWO_PI = 2.0 * math.pi
@@ -470,20 +471,13 @@ def _element_onto(xu, slot, gN, R, Qm, th0, interior, A, c_m, c_b, w, x, fm, fb,
 
 
 @njit(cache=True, nogil=True)
-def _chunk_onto(xu, slot, e0, ne, w, gN, R, Qm, th0, interior, A, c_m, c_b, fu):
+def _chunk_onto(xu, slot, e0, ne, w, gN, R, Qm, th0, interior, A, c_m, c_b, fu, xs, fs, G, TH, D, MK, FM, BQ):
     """fu (n, 3) += sum over the chunk's elements e0 .. e0 + ne - 1 of w_e x their forces [N] on the chunk's
     distinct vertices (positions xu (n, 3)), in element order then slot order (the order of _element_onto: the
-    same bits). gN .. A: the chunk's rows of the structure-of-arrays data (CompiledCubature.kernel_args)."""
+    same bits). gN .. A: the chunk's rows of the structure-of-arrays data (CompiledCubature.kernel_args); xs .. BQ
+    chunk_forces' scratch (_scratch)."""
     S = slot.shape[1]
     nf = S // 6
-    xs = np.empty(S * 3 * CHUNK)
-    fs = np.empty(S * 3 * CHUNK)
-    G = np.empty(nf * 3 * NG_HINGE * CHUNK)
-    TH = np.empty(CHUNK)
-    D = np.empty(nf * 3 * CHUNK)
-    MK = np.empty(nf * 3 * CHUNK)
-    FM = np.empty(9 * CHUNK)
-    BQ = np.empty(4 * CHUNK)
     for e in range(ne):
         for sl in range(S):
             i = slot[e0 + e, sl]
@@ -496,6 +490,14 @@ def _chunk_onto(xu, slot, e0, ne, w, gN, R, Qm, th0, interior, A, c_m, c_b, fu):
             i = slot[e0 + e, sl]
             for c in range(3):
                 fu[i, c] += we * fs[(3 * sl + c) * CHUNK + e]
+
+
+@njit(cache=True, nogil=True)
+def _scratch(S):
+    """chunk_forces' scratch for S-slot stencils: (xs, fs, G, TH, D, MK, FM, BQ)."""
+    nf = S // 6
+    return (np.empty(S * 3 * CHUNK), np.empty(S * 3 * CHUNK), np.empty(nf * 3 * NG_HINGE * CHUNK), np.empty(CHUNK),
+            np.empty(nf * 3 * CHUNK), np.empty(nf * 3 * CHUNK), np.empty(9 * CHUNK), np.empty(4 * CHUNK))
 
 
 @njit(cache=True, nogil=True)
@@ -524,25 +526,36 @@ def reduced_element_forces(Uc, X0c, voff, slot, q, gN, R, Qm, th0, interior, A, 
 
 @njit(cache=True, nogil=True, parallel=True)
 def cubature_force(Uc, X0c, voff, slot, q, w, gN, R, Qm, th0, interior, A, c_m, c_b, part, out):
-    """sum_e w_e g_e(q) into out (r,); part (n_chunks, r) is scratch. Per chunk of CHUNK consecutive elements
-    (in parallel): gather its distinct vertices once, add its elements' weighted forces onto them (chunk_forces:
-    SIMD across the chunk's elements), project once; then an ordered sum over chunks (bitwise independent of the
-    thread count). gN, R, th0, interior, A: per chunk, structure-of-arrays (CompiledCubature.kernel_args)."""
+    """sum_e w_e g_e(q) into out (r,); part (n_chunks, r) is scratch. Per chunk of CHUNK consecutive elements:
+    gather its distinct vertices once, add its elements' weighted forces onto them (chunk_forces: SIMD across the
+    chunk's elements), project once into its own row of part; then an ordered sum over chunks (bitwise
+    independent of the thread count). The chunks are dealt out in RUNS runs of consecutive ones (in parallel),
+    each allocating its scratch once (allocating it per chunk cost 4-8 % of a step). gN, R, th0, interior, A: per
+    chunk, structure-of-arrays (CompiledCubature.kernel_args)."""
     k, r = slot.shape[0], Uc.shape[1]
     nch = part.shape[0]
-    for c in prange(nch):
-        a, b = 3 * voff[c], 3 * voff[c + 1]
-        n = voff[c + 1] - voff[c]
-        xu = np.empty((n, 3))
-        fu = np.zeros((n, 3))
-        _gather(Uc[a:b], X0c[a:b], q, xu)
-        e0 = c * CHUNK
-        _chunk_onto(xu, slot, e0, min(k, e0 + CHUNK) - e0, w, gN[c], R[c], Qm, th0[c], interior[c], A[c], c_m, c_b,
-                    fu)
-        row = part[c]
-        for p in range(r):
-            row[p] = 0.0
-        _project_add(Uc[a:b], fu, row)
+    nt = min(nch, RUNS)
+    nmax = 0
+    for c in range(nch):
+        nmax = max(nmax, voff[c + 1] - voff[c])
+    for t in prange(nt):
+        xu_t = np.empty((nmax, 3))
+        fu_t = np.empty((nmax, 3))
+        xs, fs, G, TH, D, MK, FM, BQ = _scratch(slot.shape[1])
+        for c in range((nch * t) // nt, (nch * (t + 1)) // nt):
+            a, b = 3 * voff[c], 3 * voff[c + 1]
+            n = voff[c + 1] - voff[c]
+            xu = xu_t[:n]
+            fu = fu_t[:n]
+            fu[:] = 0.0
+            _gather(Uc[a:b], X0c[a:b], q, xu)
+            e0 = c * CHUNK
+            _chunk_onto(xu, slot, e0, min(k, e0 + CHUNK) - e0, w, gN[c], R[c], Qm, th0[c], interior[c], A[c], c_m,
+                        c_b, fu, xs, fs, G, TH, D, MK, FM, BQ)
+            row = part[c]
+            for p in range(r):
+                row[p] = 0.0
+            _project_add(Uc[a:b], fu, row)
     for p in range(r):
         out[p] = 0.0
     for c in range(nch):
