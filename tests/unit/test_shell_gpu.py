@@ -158,11 +158,16 @@ def test_kernels_under_cuda_simulator():
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", NUMBA_CACHE_DIR=os.environ.get("NUMBA_CACHE_DIR", ""))
     if not env["NUMBA_CACHE_DIR"]:
         del env["NUMBA_CACHE_DIR"]
-    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__,
-                        "-k", "not simulator"], capture_output=True, text=True, env=env, timeout=900)
+    # a subset (the simulator runs a Python thread per GPU thread): the midedge/float32 force, a Newmark run, the
+    # graph replay's bookkeeping, the product kernel, bad input
+    pick = ("not simulator and (float32-curved-midedge or newmark_matches_cpu[curved] or graph or matvec "
+            "or bad_input)")
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__, "-k", pick],
+                       capture_output=True, text=True, env=env, timeout=900)
     tail = (r.stdout + r.stderr)[-3000:]
     assert r.returncode == 0, tail
-    assert "skipped" not in r.stdout.splitlines()[-1], tail
+    last = r.stdout.splitlines()[-1]
+    assert "skipped" not in last and "5 passed" in last, tail
 
 
 def test_no_gpu_is_a_clear_error(monkeypatch):
