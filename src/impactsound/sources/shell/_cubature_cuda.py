@@ -12,9 +12,9 @@ shells (columns of Q (r, B)) one evaluation is
 3. scatter    Fu[j] = sum of the Fb rows that land on stored row j, in a fixed (element, slot) order;
 4. project    F = U_V^T Fu                    (r x 3 V x B: a matrix product).
 
-Steps 2 and 3 are the kernels here; 1 and 4 are matrix products of the caller's array module (or ``matvec``). The sum order of
-step 3 is that of the CPU kernel (elements in stored order, then slots), and every sum is deterministic (no
-atomics): the same inputs give the same bits on the same GPU.
+Steps 2 and 3 are the kernels here; 1 and 4 are matrix products of the caller's array module (or ``matvec``).
+The sum order of step 3 is that of the CPU kernel (elements in stored order, then slots), and every sum is
+deterministic (no atomics): the same inputs give the same bits on the same GPU.
 
 The Newmark update of CompiledCubature.newmark (dynamics.integrate's explicit central difference, damping at the
 new velocity) is the third kernel.

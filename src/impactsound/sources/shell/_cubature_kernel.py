@@ -43,7 +43,7 @@ from numba import njit, prange
 CHUNK = 16          # elements per chunk of the parallel sum (fixed: the sum order must not depend on threads), and
                     # the SIMD block of chunk_forces
 RUNS = 16           # runs of chunks cubature_force hands to its threads (fixed: not the thread count)
-NG_HINGE = 10       # per hinge and element in chunk_forces' scratch: the angle's atan2 arguments, gc (3), gd (3), lc, ld
+NG_HINGE = 10       # per hinge and element in chunk_forces' scratch: atan2's arguments, gc (3), gd (3), lc, ld
 
 _TWO_PI = 2.0 * math.pi
 

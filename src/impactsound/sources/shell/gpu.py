@@ -91,8 +91,8 @@ class GpuCubature:
     exactly), with float64 arithmetic.
 
     One step is five GPU operations (two matrix products, three kernels). Launched one by one from Python, a step
-    costs the launches' latency whatever B (0.26-0.46 ms on an H100's host, measured). For up to ``SMALL_B`` shells the
-    matrix products are this package's own kernels, and :meth:`newmark` (``graphs``, the default) records
+    costs the launches' latency whatever B (0.26-0.46 ms on an H100's host, measured). For up to ``SMALL_B``
+    shells the matrix products are this package's own kernels, and :meth:`newmark` (``graphs``, the default) records
     ``GRAPH_STEPS`` steps once as a CUDA graph and replays it, which removes most of that latency; wider batches
     use cuBLAS through CuPy (which records no cuBLAS call), one launch at a time, their latency shared by B shells.
 
