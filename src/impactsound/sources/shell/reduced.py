@@ -165,8 +165,8 @@ class CompiledCubature:
     precision : "float64" (default) or "float32"
         Storage of U_V. All arithmetic is float64 either way. "float32" halves the memory a step streams (the
         step is bound by it: 1.1-1.5x faster on the trash-can bench, with the machine's load) and evaluates the
-        force of the basis U rounded to float32, exactly: :attr:`U_rounded` is that basis (relative change 6e-8), so a reference
-        computed with it agrees to round-off.
+        force of the basis U rounded to float32, exactly: :attr:`U_rounded` is that basis (relative change
+        6e-8), so a reference computed with it agrees to round-off.
 
     Memory: 8 (float64) or 4 (float32) x 3 r bytes per stored vertex: at most 6 ("flap" bending) or 12
     ("midedge") per triangle, about 29 or 14 kB per triangle at r = 200 with "flap", less where they share.

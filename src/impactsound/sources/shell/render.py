@@ -2,8 +2,8 @@
 by the scene's contact events through the impulse limiter, radiated to the listeners.
 
 Chadwick, An & James 2009, "Harmonic Shells": sec. 2.2-2.3 (reduced nonlinear dynamics, explicit subspace
-Newmark at audio rate), sec. 3 (impulse limiter, Algorithm 1), sec. 4 (radiation: the screen BEM of screen.py, the FFAT maps of ffat.py or the
-low-order sum of radiation.py). Units SI throughout; pressures in pascals.
+Newmark at audio rate), sec. 3 (impulse limiter, Algorithm 1), sec. 4 (radiation: the screen BEM of screen.py,
+the FFAT maps of ffat.py or the low-order sum of radiation.py). Units SI throughout; pressures in pascals.
 
 Choices (the package's, stated):
 
