@@ -57,6 +57,17 @@ _membrane_stress = _for_device(cpu._membrane_stress)
 _element_force = _for_device(cpu.element_force, _flap_angles=_flap_angles, _membrane_stress=_membrane_stress)
 
 
+@cuda.jit(device=True)
+def _row_and_column(n_rows, B):
+    """This thread's (row, column) in an (n_rows, B) grid of work, one thread each (columns fastest); row -1 for a
+    thread past its end."""
+    t = cuda.grid(1)
+    if t >= n_rows * B:
+        return -1, 0
+    i = t // B
+    return i, t - i * B
+
+
 @cuda.jit
 def elements(Xg, X0, voff, slot, w, gN, R, Qm, th0, interior, A, c_m, c_b, Fb):
     """Fb ((k S 3), B) = w_e x the force [N] of element e on its stencil slot, component, for each shell (column).
@@ -65,14 +76,10 @@ def elements(Xg, X0, voff, slot, w, gN, R, Qm, th0, interior, A, c_m, c_b, Fb):
     CompiledCubature (element e, in chunk e // CHUNK, reads stored vertex voff[chunk] + slot[e, s] at its slot s);
     the rest as the CPU kernel's element_force. The free slots of the membrane's three face vertices carry the
     membrane force too (fb + fm, as the CPU kernel adds them)."""
-    t = cuda.grid(1)
-    B = Xg.shape[1]
-    k = slot.shape[0]
     S = slot.shape[1]
-    if t >= k * B:
+    e, b = _row_and_column(slot.shape[0], Xg.shape[1])
+    if e < 0:
         return
-    e = t // B
-    b = t - e * B
     base = voff[e // CHUNK]
     x = cuda.local.array((S_MAX, 3), float64)
     fm = cuda.local.array((3, 3), float64)
@@ -97,12 +104,9 @@ def elements(Xg, X0, voff, slot, w, gN, R, Qm, th0, interior, A, c_m, c_b, Fb):
 @cuda.jit
 def scatter(Fb, ptr, src, Fu):
     """Fu (3 V, B): row j is the sum of Fb's rows src[ptr[j]] .. src[ptr[j + 1] - 1], in that order."""
-    t = cuda.grid(1)
-    B = Fu.shape[1]
-    if t >= Fu.shape[0] * B:
+    j, b = _row_and_column(Fu.shape[0], Fu.shape[1])
+    if j < 0:
         return
-    j = t // B
-    b = t - j * B
     s = 0.0
     for i in range(ptr[j], ptr[j + 1]):
         s += Fb[src[i], b]
@@ -113,12 +117,9 @@ def scatter(Fb, ptr, src, Fu):
 def newmark_update(Q, V, Fint, Acc, d, dt, finish, start):
     """One shell-mode (p, b) per thread, (r, B) arrays: ``finish`` a step (v = (v + h acc - h f(q)) / (1 + h d),
     Fint = f(q) of the new q), then ``start`` the next (acc = -d v - f, q += dt v + h dt acc); h = dt / 2."""
-    t = cuda.grid(1)
-    B = Q.shape[1]
-    if t >= Q.shape[0] * B:
+    p, b = _row_and_column(Q.shape[0], Q.shape[1])
+    if p < 0:
         return
-    p = t // B
-    b = t - p * B
     h = 0.5 * dt
     if finish:
         V[p, b] = (V[p, b] + h * Acc[p, b] - h * Fint[p, b]) / (1.0 + h * d[p])
