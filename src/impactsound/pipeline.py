@@ -126,8 +126,9 @@ def scene_events(scene: Scene, progress: Progress = QUIET, *, allow_implausible:
         return log
     from .dynamics import simulate
     with progress.stage(f"dynamics ({len(scene.bodies)} bodies, {scene.duration:g} s)") as update:
+        from .transfer.motion import CONTROL_RATE_HZ
         return simulate(scene.bodies, scene.ground if scene.ground.enabled else None, scene.duration,
-                        scene.timestep, progress=update)
+                        scene.timestep, progress=update, motion_rate=CONTROL_RATE_HZ)
 
 
 def checked_events(log: EventLog, scene: Scene, *, source: str = "events", row_base: int = 0,
@@ -222,6 +223,9 @@ def render_scene(scene: Scene | str | Path | dict, progress: Progress = QUIET, e
         events = scene_events(scene, progress, allow_implausible=allow_implausible)
     else:
         events = checked_events(events, scene, allow_implausible=allow_implausible)
+    # the bodies' recorded motion (radiation follows them while they ring; transfer/motion.py), when the dynamics
+    # gave it: {body index: Trajectory}
+    motion = {i: tr for i, tr in enumerate(getattr(events, "motion", None) or [])}
     # Contacts slower than v_min are static contact, not collisions (Chadwick, Zheng & James 2012, sec. 4.3).
     slow = events.vn < V_MIN
     if slow.any():
@@ -231,7 +235,8 @@ def render_scene(scene: Scene | str | Path | dict, progress: Progress = QUIET, e
     listeners = np.array([l.position for l in scene.listeners], dtype=np.float64)
     ears = np.array([l.ear if l.ear is not None else np.full(3, np.nan) for l in scene.listeners], np.float64)
     n = int(round(scene.duration * scene.sample_rate))
-    ctx = RenderContext(scene, events, listeners, ears.reshape(-1, 3), scene.sample_rate, n, progress)
+    ctx = RenderContext(scene, events, listeners, ears.reshape(-1, 3), scene.sample_rate, n, progress,
+                        motion=motion)
     stems: dict[str, dict[str, np.ndarray]] = {}
     info: dict = {"sources": list(scene.sources)}
     objects: dict = {b.name: {} for b in scene.bodies}

@@ -74,8 +74,9 @@ class BodyContacts:
 
         Parameters
         ----------
-        listeners_world : array_like, shape (L, 3)
-            Listener positions, world frame [m].
+        listeners_world : array_like, shape (L, 3) or (n, L, 3)
+            Listener positions, world frame [m]: fixed, or per event (a moving listener where each event is
+            heard, RenderContext.listeners_heard).
 
         Returns
         -------
@@ -83,6 +84,8 @@ class BodyContacts:
             The same positions in the body frame at each of the n events [m].
         """
         L_w = np.asarray(listeners_world, np.float64)
+        if L_w.ndim == 3:
+            return to_body(self.rotation, self.position, L_w)
         return to_body(self.rotation, self.position, np.broadcast_to(L_w, (len(self.rows),) + L_w.shape))
 
     def select(self, keep) -> "BodyContacts":

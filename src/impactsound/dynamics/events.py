@@ -94,6 +94,10 @@ class EventLog:
         Unit normal of that support, into the body; NaN for a free body.
     body_names : list of str, optional
         Names of the scene bodies, by index (used when writing CSV).
+
+    A log made by the dynamics also carries ``motion``: one Trajectory per body (poses recorded at >= 1 kHz,
+    scene/trajectory.py), which radiation follows while a body rings (transfer/motion.py). It is kept by
+    :meth:`select` and :meth:`sorted`; CSV and NPZ files hold only the poses at the events.
     """
 
     t: np.ndarray
@@ -158,7 +162,10 @@ class EventLog:
             A new log (same body names).
         """
         kw = {f.name: getattr(self, f.name)[mask] for f in fields(self) if f.name != "body_names"}
-        return EventLog(**kw, body_names=list(self.body_names))
+        out = EventLog(**kw, body_names=list(self.body_names))
+        if getattr(self, "motion", None) is not None:
+            out.motion = self.motion            # the bodies' recorded motion (not per event): kept whole
+        return out
 
     def sorted(self) -> "EventLog":
         """The events in time order (stable sort on ``t``).

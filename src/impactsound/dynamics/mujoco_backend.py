@@ -551,7 +551,7 @@ def run_dynamics(bodies, ground, duration: float, timestep: float = 2e-4, *, v_m
 
 
 def simulate(bodies, ground, duration: float, timestep: float = 2e-4, *, v_min: float = V_MIN, progress=None,
-             contact_steps: float = 10.0) -> EventLog:
+             contact_steps: float = 10.0, motion_rate: float | None = None) -> EventLog:
     """Simulate rigid bodies with MuJoCo and return the clean event log.
 
     Parameters
@@ -573,6 +573,10 @@ def simulate(bodies, ground, duration: float, timestep: float = 2e-4, *, v_min: 
         is cached in ``assets.cache_dir()`` ($IMPACTSOUND_CACHE).
     contact_steps : float, optional
         Engine steps per undamped contact (stiffness; see module docstring).
+    motion_rate : float, optional
+        Record every body's pose at least this often [Hz] and attach the record to the log as ``log.motion``
+        (a list of :class:`~impactsound.scene.trajectory.Trajectory`, one per body, resting stretches dropped;
+        transfer/motion.py), so that radiation can follow the bodies while they ring.
 
     Returns
     -------
@@ -580,5 +584,17 @@ def simulate(bodies, ground, duration: float, timestep: float = 2e-4, *, v_min: 
         Events carry the pose of each body frame at t0 (NaN for the ground) and each body's resting support at t0
         (support_* columns; NaN for a free body and the ground).
     """
-    return run_dynamics(bodies, ground, duration, timestep, v_min=v_min, progress=progress,
-                        contact_steps=contact_steps).events
+    every = None
+    if motion_rate:
+        every = max(1, int(math.floor(1.0 / (float(motion_rate) * float(timestep)) + 1e-9)))
+    res = run_dynamics(bodies, ground, duration, timestep, v_min=v_min, progress=progress,
+                       contact_steps=contact_steps, record_every=every)
+    log = res.events
+    if every and res.trajectory_t is not None:
+        from ..transfer.motion import compress_motion
+        # the final pose closes the record
+        t = np.append(res.trajectory_t, res.time)
+        P = np.concatenate([res.trajectory_position, res.position[None]])
+        Q = np.concatenate([res.trajectory_quaternion, res.quaternion[None]])
+        log.motion = [compress_motion(t, P[:, i], Q[:, i]) for i in range(len(bodies))]
+    return log

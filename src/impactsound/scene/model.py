@@ -45,9 +45,47 @@ class Ground:
 
 @dataclass
 class Listener:
+    """One output channel: a microphone, or one ear of a binaural head.
+
+    ``position`` and ``ear`` are at t = 0. A moving listener has a ``trajectory`` (scene/trajectory.py) of its
+    head centre (a microphone: of itself) and, with orientations, of the head's rotation; the channel then sits
+    at trajectory(t) + R(t) offset with ear axis R(t) ear0 (``offset``, ``ear0``: head frame, which is the world
+    frame at the identity rotation)."""
+
     name: str
-    position: np.ndarray              # world [m]
-    ear: np.ndarray | None = None     # binaural: unit outward axis of this ear (world); None = microphone
+    position: np.ndarray              # world [m] at t = 0
+    ear: np.ndarray | None = None     # binaural: unit outward axis of this ear (world, t = 0); None = microphone
+    trajectory: "object | None" = None   # Trajectory of the head centre / microphone, or None (fixed)
+    offset: np.ndarray = field(default_factory=lambda: np.zeros(3))   # channel position from the head centre
+    ear0: np.ndarray | None = None    # ear axis in the head frame
+
+    @property
+    def moves(self) -> bool:
+        return self.trajectory is not None and self.trajectory.moves
+
+    def position_at(self, t) -> np.ndarray:
+        """World positions (..., 3) [m] at times t (...) [s]."""
+        t = np.asarray(t, np.float64)
+        if self.trajectory is None:
+            return np.broadcast_to(self.position, t.shape + (3,)).copy()
+        p = self.trajectory.position_at(t)
+        q = self.trajectory.quaternion_at(t)
+        if q is None or not np.any(self.offset):
+            return p + self.offset
+        from ..rotation import quat_to_matrix
+        R = quat_to_matrix(q.reshape(-1, 4)).reshape(t.shape + (3, 3))
+        return p + R @ self.offset
+
+    def ear_at(self, t) -> np.ndarray:
+        """Unit outward ear axes (..., 3) (world) at times t; NaN for a microphone."""
+        t = np.asarray(t, np.float64)
+        if self.ear is None:
+            return np.full(t.shape + (3,), np.nan)
+        q = None if self.trajectory is None else self.trajectory.quaternion_at(t)
+        if q is None:
+            return np.broadcast_to(self.ear, t.shape + (3,)).copy()
+        from ..rotation import quat_to_matrix
+        return quat_to_matrix(q.reshape(-1, 4)).reshape(t.shape + (3, 3)) @ self.ear0
 
 
 @dataclass

@@ -81,7 +81,9 @@ class GroundSpec(_Strict):
 
 class ListenerSpec(_Strict):
     name: str = "mic"
-    position: Vec3
+    position: Vec3 | None = None       # world [m] (a fixed listener; or give trajectory)
+    trajectory: list[list[float]] | str | None = None   # rows [t, x, y, z(, qw, qx, qy, qz)] or a CSV file
+    interpolation: str = "linear"     # of the trajectory's positions: linear or spline
     binaural: bool = False            # two ears (channels NAME.L, NAME.R) with a spherical-head shadow
     right_ear: Vec3 = (1.0, 0.0, 0.0)  # direction of the right ear from the head centre (world)
 
@@ -307,18 +309,11 @@ def parse_scene(data: dict, base: Path = Path("."), src: str = "<scene>") -> Sce
         raise InputError(f"{src}: object names must be unique; repeated: {sorted(dup)}")
     listeners = []
     for i, l in enumerate(sf.listener):
-        p = _finite(l.position, f"{src}: listener[{i}].position")
-        if not l.binaural:
-            listeners.append(Listener(l.name, p))
-            continue
-        ax = _finite(l.right_ear, f"{src}: listener[{i}].right_ear")
-        if np.linalg.norm(ax) == 0:
-            raise InputError(f"{src}: listener[{i}].right_ear must be a non-zero direction")
-        ax = ax / np.linalg.norm(ax)
-        # ears on the head's surface (Brown & Duda head radius), one channel each (transfer/hrtf.py)
-        from ..transfer.hrtf import HEAD_RADIUS
-        listeners += [Listener(f"{l.name}.L", p - HEAD_RADIUS * ax, -ax), Listener(f"{l.name}.R",
-                                                                              p + HEAD_RADIUS * ax, ax)]
+        listeners += _listener_channels(i, l, base, src)
+    moving = [l.name for l in listeners if l.moves]
+    if moving and set(sources) & set(GRANULAR_SOURCES):
+        raise InputError(f"{src}: listener(s) {moving} move, but the sources {sorted(set(sources) & set(GRANULAR_SOURCES))} "
+                         "render for fixed listeners only; give the [[listener]] a position instead of a trajectory")
     granular = None if sf.granular is None else parse_granular(sf.granular, base, src, names, _material)
     scene = Scene(bodies=bodies, ground=ground, listeners=listeners, duration=float(s.duration),
                   sample_rate=int(s.sample_rate), seed=int(s.seed), sources=sources, air=air,
@@ -326,6 +321,40 @@ def parse_scene(data: dict, base: Path = Path("."), src: str = "<scene>") -> Sce
                   else None, options=options, path=src, granular=granular)
     _check_listeners(scene)
     return scene
+
+
+def _listener_channels(i: int, l: ListenerSpec, base: Path, src: str) -> list[Listener]:
+    """The channels of one [[listener]]: a microphone, or two ears; fixed or along a trajectory."""
+    from .trajectory import parse_trajectory
+    where = f"{src}: listener[{i}]"
+    traj = None
+    if (l.position is None) == (l.trajectory is None):
+        raise InputError(f"{where}: give exactly one of position = [x, y, z] (a fixed listener) or trajectory = "
+                         "[[t, x, y, z], ...] / 'path.csv' (a moving one)")
+    if l.trajectory is not None:
+        traj = parse_trajectory(l.trajectory, f"{where}.trajectory", base, l.interpolation)
+        p = traj.position_at(np.zeros(1))[0]
+    else:
+        p = _finite(l.position, f"{where}.position")
+    R0 = np.eye(3)
+    if traj is not None and traj.quaternion is not None:
+        from ..rotation import quat_to_matrix
+        R0 = quat_to_matrix(traj.quaternion_at(np.zeros(1)))[0]
+    if not l.binaural:
+        return [Listener(l.name, p, trajectory=traj)]
+    ax = _finite(l.right_ear, f"{where}.right_ear")
+    if np.linalg.norm(ax) == 0:
+        raise InputError(f"{where}.right_ear must be a non-zero direction")
+    ax = ax / np.linalg.norm(ax)
+    # ears on the head's surface (Brown & Duda head radius), one channel each (transfer/hrtf.py); right_ear is
+    # the head frame's axis: the world axis while the head is unrotated
+    from ..transfer.hrtf import HEAD_RADIUS
+    out = []
+    for suffix, sign in (("L", -1.0), ("R", 1.0)):
+        off = sign * HEAD_RADIUS * ax
+        out.append(Listener(f"{l.name}.{suffix}", p + R0 @ off, R0 @ (sign * ax), trajectory=traj, offset=off,
+                            ear0=sign * ax))
+    return out
 
 
 def source_options(sf: SceneFile, src: str) -> dict:
@@ -355,19 +384,32 @@ def source_options(sf: SceneFile, src: str) -> dict:
 
 
 def _check_listeners(scene: Scene) -> None:
-    """A listener inside an object (at its initial pose) hears nothing physical: reject it."""
+    """A listener inside an object (at its initial pose) or below the ground hears nothing physical: reject it. A
+    moving listener is checked along its path (every 10 ms and at each trajectory sample)."""
     from ..rotation import quat_to_matrix
     for li, l in enumerate(scene.listeners):
-        if scene.ground.enabled and l.position[2] < scene.ground.height:
-            raise InputError(f"{scene.path}: listener[{li}] ({l.name}) is below the ground "
-                             f"(z = {l.position[2]} < {scene.ground.height})")
+        if l.moves:
+            t = np.union1d(np.arange(0.0, scene.duration, 0.01), l.trajectory.t[l.trajectory.t <= scene.duration])
+        else:
+            t = np.zeros(1)
+        P = l.position_at(t)
+        moving = f" on its trajectory at t = {{:.4g}} s" if l.moves else ""
+        below = np.flatnonzero(P[:, 2] < scene.ground.height) if scene.ground.enabled else []
+        if len(below):
+            k = int(below[0])
+            raise InputError(f"{scene.path}: listener[{li}] ({l.name}) is below the ground{moving.format(t[k])} "
+                             f"(z = {P[k, 2]:.4g} < {scene.ground.height}); keep it above z = "
+                             f"{scene.ground.height}")
         for b in scene.bodies:
             R = quat_to_matrix(b.quaternion)[0]
-            xb = R.T @ (l.position - b.position)
-            if np.linalg.norm(xb) <= np.linalg.norm(b.mesh.vertices, axis=1).max():
-                if b.mesh.contains(xb[None, :])[0]:
-                    raise InputError(f"{scene.path}: listener[{li}] ({l.name}) at {list(l.position)} is inside "
-                                     f"object {b.name!r}; move it outside")
+            xb = (P - b.position) @ R
+            near = np.linalg.norm(xb, axis=1) <= np.linalg.norm(b.mesh.vertices, axis=1).max()
+            if near.any():
+                inside = np.flatnonzero(near)[b.mesh.contains(xb[near])]
+                if len(inside):
+                    k = int(inside[0])
+                    raise InputError(f"{scene.path}: listener[{li}] ({l.name}) at {[float(v) for v in P[k]]} is "
+                                     f"inside object {b.name!r}{moving.format(t[k])}; move it outside")
 
 
 def load_scene(scene: str | Path | dict, base: str | Path = ".") -> Scene:

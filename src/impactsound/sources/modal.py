@@ -64,7 +64,8 @@ class ModalSource:
     kind = "modal"
 
     def __init__(self, bodies, models, ground, air, *, mode_cutoff_db: float | None = 100.0,
-                 n_threads: int | None = None, transfers: dict | None = None, ears=None):
+                 n_threads: int | None = None, transfers: dict | None = None, ears=None, motion: dict | None = None,
+                 listeners=None, follow: bool = True):
         self.bodies = list(bodies)
         check_objects_known("ModalSource", "modal models", models, self.bodies)
         self.models = dict(models)
@@ -77,6 +78,11 @@ class ModalSource:
         # (L, 3) outward ear axis per listener (world), NaN rows for plain microphones: binaural listeners get
         # the spherical-head shadow |H(w_j, theta)| per mode (transfer/hrtf.py)
         self.ears = None if ears is None else np.asarray(ears, np.float64)
+        # radiation that follows the bodies and listeners (sources/modal_moving.py): {body index: Trajectory} of
+        # recorded motion, and the listener channels (scene Listener objects; None: fixed at the render's positions)
+        self.motion = dict(motion or {})
+        self.listener_channels = None if listeners is None else list(listeners)
+        self.follow = bool(follow)
         self._surface: dict[str, SurfaceCurvature] = {}
         self._moments: dict[str, tuple[np.ndarray, np.ndarray]] = {}
 
@@ -150,6 +156,10 @@ class ModalSource:
                 u = model.shapes_at(face[a:a + _EVENT_BLOCK], bary[a:a + _EVENT_BLOCK])[:, keep, :]
                 imp[a:a + _EVENT_BLOCK] = np.einsum("nmc,nc->nm", u, J_b[a:a + _EVENT_BLOCK])  # I_j = u_j . J
             idx = np.flatnonzero(keep)
+            traj = self._moving_trajectory(i, events, bc)
+            if traj is not None:
+                y[:] = self._render_moving(body.name, model, idx, bc, events.t[rows], imp, traj, L_w, fs, n_samples)
+                continue
             ears = np.full((len(L_w), 3), np.nan) if self.ears is None else self.ears
             mics = ~np.isfinite(ears).all(axis=1)
             if mics.any():
@@ -162,6 +172,134 @@ class ModalSource:
                 y[l] = self._render_modes(body.name, model, idx, events.t[rows], tau, imp * gain,
                                           xl_b[:, l:l + 1], fs, n_samples)[0]
         return out
+
+    # ---- radiation that follows the body and the listener ------------------------------------------------------
+    def _listeners_move(self) -> bool:
+        return self.listener_channels is not None and any(l.moves for l in self.listener_channels)
+
+    def _moving_trajectory(self, i, events, bc):
+        """The trajectory body i radiates along, or None where the frozen (per-impact) radiation is exact: the body
+        does not move and no listener does (or ``follow`` is off)."""
+        if not self.follow:
+            return None
+        traj = self.motion.get(i)
+        if traj is not None and traj.quaternion is not None and traj.moves:
+            return traj
+        if not self._listeners_move():
+            return None
+        if traj is not None and traj.quaternion is not None:
+            return traj
+        # no recorded motion (an event log): the poses its events give, held and interpolated between them
+        from ..transfer.motion import event_trajectory
+        rows = bc.rows
+        pos = np.where(bc.on_b[:, None], events.pos_b[rows], events.pos_a[rows])
+        quat = np.where(bc.on_b[:, None], events.quat_b[rows], events.quat_a[rows])
+        return event_trajectory(events.t[rows], pos, quat)
+
+    def _render_moving(self, name, model, idx, bc, t0, imp, traj, L_w, fs, n_samples):
+        """Pressure (L, n) of the modes idx of a body moving along ``traj`` and/or heard by moving listeners: the
+        radiation weight of every mode is evaluated at control frames (>= 1 kHz) at the body's pose at the
+        emission time and the listener's position (transfer/motion.py), and the modal state is read at the
+        emission time (sources/modal_moving.py)."""
+        import warnings
+
+        from ..transfer.motion import control_hop, retarded_geometry
+        from .modal_moving import synthesize_moving
+        c, rho = self.air.c, self.air.rho
+        H = control_hop(fs)
+        K = -(-n_samples // H) + 2
+        tk = np.arange(K) * (H / fs)
+        chans = self.listener_channels
+        if chans is None:
+            xl = np.broadcast_to(L_w, (K,) + L_w.shape)
+            ears = np.full((K, len(L_w), 3), np.nan) if self.ears is None else np.broadcast_to(self.ears, xl.shape)
+        else:
+            xl = np.stack([l.position_at(tk) for l in chans], axis=1)                    # (K, L, 3)
+            ears = np.stack([l.ear_at(tk) for l in chans], axis=1)
+        geo = retarded_geometry(traj, tk, xl, c)
+        binaural = np.isfinite(ears).all(axis=-1)                                      # (K, L)
+        f = np.asarray(model.frequencies_hz, np.float64)
+        xi = np.asarray(model.xi, np.float64)
+        omega = 2 * np.pi * f
+        s = -xi * omega + 1j * omega * np.sqrt(1 - xi**2)
+        tm = self.transfers.get(name)
+        ffat = idx < (tm.n_modes if tm is not None else 0)
+        if tm is not None and ffat.any() and np.any(np.linalg.norm(geo.x_body, axis=-1) < tm.inner_radius):
+            warnings.warn(f"{name}: a listener comes within {tm.inner_radius:.3g} m of the object's centre, inside "
+                          "the first FFAT shell where the far-field maps do not hold; there the stored surface / "
+                          "box solutions are evaluated directly (slower)", NearFieldWarning, stacklevel=3)
+
+        # listener positions when each event's sound arrives (contact samples use the event's own pose)
+        E = len(t0)
+        if chans is None:
+            xl_e = np.broadcast_to(L_w, (E,) + L_w.shape)
+            ears_e = np.broadcast_to(np.full((len(L_w), 3), np.nan) if self.ears is None else self.ears, xl_e.shape)
+        else:
+            d0 = np.linalg.norm(np.stack([l.position_at(t0) for l in chans], axis=1) - bc.position[:, None], axis=-1)
+            arrive = t0[:, None] + d0 / c
+            xl_e = np.stack([l.position_at(arrive[:, k]) for k, l in enumerate(chans)], axis=1)   # (E, L, 3)
+            ears_e = np.stack([l.ear_at(arrive[:, k]) for k, l in enumerate(chans)], axis=1)
+        xb_e = np.einsum("eji,elj->eli", bc.rotation, xl_e - bc.position[:, None, :])  # R^T (x - X)
+
+        def shadow(modes, ear_axes, heads, sources):
+            """Head-shadow gain (..., len(modes)) of binaural channels, 1 for microphones (transfer/hrtf.py)."""
+            g = np.ones(heads.shape[:-1] + (len(modes),))
+            mask = np.isfinite(ear_axes).all(axis=-1)
+            if mask.any():
+                theta = hrtf.ear_angle(ear_axes[mask], heads[mask], sources[mask])
+                g[mask] = hrtf.head_shadow(omega[modes][None, :], theta[:, None], c=c)
+            return g
+
+        y = np.zeros((len(L_w), n_samples))
+        groups = []
+        if (~ffat).any():
+            sel = idx[~ffat]
+            V, D = self._moments_of(name)
+            basis = compact_basis(V[sel], D[sel])                                      # (4, m)
+            powers = np.stack([s[sel] ** k for k in range(4)])                         # (4, m)
+
+            def w_compact(xb, sel=sel, basis=basis, powers=powers):
+                g, _ = compact_geometry(xb, c, rho)                                    # (..., 4, 4)
+                return np.einsum("...kf,fj,kj->...j", g, basis, powers)
+
+            geom_e, _ = compact_geometry(xb_e, c, rho)
+            groups.append((sel, imp[:, ~ffat], w_compact, geom_e, basis))
+        if ffat.any():
+            sel = idx[ffat]
+
+            def w_ffat(xb, sel=sel):
+                r = np.linalg.norm(xb, axis=-1)
+                P = tm.evaluate(xb.reshape(-1, 3), sel).reshape(xb.shape[:-1] + (len(sel),))
+                P = P * np.exp(-1j * tm.bank.k[sel] * r[..., None])                 # the delay carries the phase
+                return P.real - P.imag * (s[sel] / omega[sel])
+
+            # contact samples: the static FFAT form, weights of q and q' at the event's arrival
+            r_e = np.linalg.norm(xb_e, axis=-1)
+            P = tm.evaluate(xb_e.reshape(-1, 3), sel).reshape(xb_e.shape[:-1] + (len(sel),))
+            P = P * np.exp(-1j * tm.bank.k[sel] * r_e[..., None])
+            gsh = shadow(sel, ears_e, xl_e, bc.position[:, None, :].repeat(len(L_w), 1))
+            geom_e = np.zeros((E, len(L_w), 2, len(sel)))
+            geom_e[:, :, 0] = P.real * gsh
+            geom_e[:, :, 1] = -P.imag / omega[sel] * gsh
+            groups.append((sel, imp[:, ffat], w_ffat, geom_e, np.eye(len(sel))))
+        for sel, imp_g, wfun, geom_e, basis in groups:
+            if geom_e.shape[-1] == 4 and binaural.any():
+                # binaural contact samples: the head shadow folds into the compact weights per mode, so expand the
+                # features to one per mode (few samples per event)
+                gsh = shadow(sel, ears_e, xl_e, bc.position[:, None, :].repeat(len(L_w), 1))     # (E, L, m)
+                geom_e = np.einsum("elkf,fj,elj->elkj", geom_e, basis, gsh)
+                basis = np.eye(len(sel))
+
+            def weights(k0, k1, sel=sel, wfun=wfun):
+                W = wfun(geo.x_body[k0:k1]) * geo.amplification[k0:k1, :, None]
+                b = binaural[k0:k1]
+                if b.any():
+                    W = W * shadow(sel, ears[k0:k1], xl[k0:k1], geo.source[k0:k1])
+                return W
+
+            y += synthesize_moving(omega[sel], xi[sel], t0, bc.tau, imp_g, geo.delay, weights, H, geom_e, basis,
+                                   fs, n_samples, cutoff_db=self.mode_cutoff_db, n_threads=self.n_threads)
+        return y
 
     def _render_modes(self, name, model, idx, t0, tau, imp, xl_b, fs, n_samples):
         """Pressure (L, n) of the modes idx: FFAT maps where the body has them, the compact model otherwise."""
@@ -222,6 +360,10 @@ class ModalOptions(BaseModel):
         "BEM FFAT maps of the first transfer_max_modes modes (reference, slow); low_order = monopole + dipole "
         "(approximate)")
     transfer_max_modes: int = Field(default=20, ge=1, description="modes given BEM FFAT maps with transfer = ffat")
+    radiation: Literal["follow", "frozen"] = Field(
+        default="follow", description="follow = each mode radiates from the body's current pose to the listener's "
+        "current position (1 kHz control rate, Doppler; moving bodies and listeners); frozen = each impact's ring "
+        "keeps the pose and delay of its impact (exact for bodies at rest)")
     mesher: Literal["tetgen", "ftetwild", "gmsh", "auto"] = Field(
         default="tetgen", description="tetrahedral mesher: tetgen (AGPL-3.0; the default: the most accurate and "
         "robust measured), ftetwild (MPL-2.0), gmsh (GPL-2.0+, pip install impactsound[gmsh]), auto (the default "
@@ -374,8 +516,10 @@ def prepare(scene, progress=QUIET) -> ModalPrepared:
 
 def render(prep: ModalPrepared, ctx) -> dict:
     """Modal sound of the events in ``ctx`` (a RenderContext): {body name: (L, n_samples) [Pa]}."""
+    opt = ctx.scene.options.get("modal")
     src = ModalSource(ctx.scene.bodies, prep.models, ctx.scene.ground, ctx.scene.air, transfers=prep.transfers,
-                      ears=ctx.ears)
+                      ears=ctx.ears, motion=ctx.motion, listeners=ctx.scene.listeners,
+                      follow=getattr(opt, "radiation", "follow") == "follow")
     ctx.set_surfaces("model", src.surfaces())
     with ctx.progress.stage("modal synthesis"):
         return src.render(ctx.events, ctx.listeners, ctx.sample_rate, ctx.duration,

@@ -70,6 +70,10 @@ class RenderContext:
         Output length, round(duration * sample_rate).
     progress : Progress
         Progress reporting (stages and messages).
+    motion : dict
+        {body index: Trajectory} of the bodies' recorded motion (from the dynamics; empty for an event log), so
+        that radiation can follow a body while it rings (transfer/motion.py). Moving listeners are
+        ``scene.listeners[l].trajectory`` (:meth:`listeners_at`).
     """
 
     scene: Any
@@ -80,6 +84,35 @@ class RenderContext:
     n_samples: int
     progress: Any
     _stages: dict = field(default_factory=dict, repr=False)
+    motion: dict = field(default_factory=dict)
+
+    @property
+    def listeners_move(self) -> bool:
+        """Whether any listener channel moves."""
+        return any(l.moves for l in self.scene.listeners)
+
+    def listeners_at(self, t) -> np.ndarray:
+        """World positions (..., L, 3) [m] of the listener channels at times t (...) [s]."""
+        t = np.asarray(t, np.float64)
+        return np.stack([l.position_at(t) for l in self.scene.listeners], axis=-2)
+
+    def ears_at(self, t) -> np.ndarray:
+        """Unit outward ear axes (..., L, 3) (world) at times t; NaN rows for microphones."""
+        t = np.asarray(t, np.float64)
+        return np.stack([l.ear_at(t) for l in self.scene.listeners], axis=-2)
+
+    def listeners_heard(self, times, positions) -> np.ndarray:
+        """Listener positions (E, L, 3) [m] when the sound of events at ``times`` (E,) [s] from world
+        ``positions`` (E, 3) arrives (one retarded-time step: exact for fixed listeners, within (v/c)^2 for
+        moving ones). Sources whose sound of one event is short (acceleration noise, ground, grains) hear each
+        event from there."""
+        times = np.asarray(times, np.float64)
+        x0 = self.listeners_at(times)                                       # (E, L, 3)
+        if not self.listeners_move:
+            return x0
+        c = self.scene.air.c
+        arrive = times[:, None] + np.linalg.norm(x0 - np.asarray(positions)[:, None, :], axis=-1) / c
+        return np.stack([l.position_at(arrive[:, i]) for i, l in enumerate(self.scene.listeners)], axis=1)
 
     @property
     def duration(self) -> float:

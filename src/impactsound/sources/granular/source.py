@@ -65,8 +65,16 @@ def prepare_grain_noise(scene, progress=QUIET) -> GrainPrepared:
     return GrainPrepared(ev, grain_materials(scene, ev), scene.options["grain_noise"], scene.air, walls)
 
 
+def _fixed_listeners(ctx, kind: str) -> None:
+    if ctx.listeners_move:
+        raise InputError(f"{ctx.scene.path}: the {kind} source renders for fixed listeners only; give the "
+                         "[[listener]] a position instead of a trajectory, or render the pour with sources that "
+                         "follow moving listeners (modal, acceleration_noise, ground, shell)")
+
+
 def render_grain_noise(prep: GrainPrepared, ctx) -> dict:
     from .synth import grain_noise
+    _fixed_listeners(ctx, "grain_noise")
     with ctx.progress.stage(f"grain noise ({int((prep.events.kind == GRAIN).sum())} grain collisions)"):
         p = grain_noise(prep.events, ctx.listeners, ctx.sample_rate, ctx.n_samples,
                         materials={m.name: m for m in prep.materials}, rho=prep.air.rho, c=prep.air.c,
@@ -129,6 +137,7 @@ def render_container(prep: ContainerPrepared, ctx) -> dict:
     from .container import container_hits, container_pressure
     if prep.body is None:
         return {}
+    _fixed_listeners(ctx, "container")
     n = len(container_hits(prep.events, prep.body.name))
     with ctx.progress.stage(f"container {prep.body.name} ({n} grain hits)"):
         p = container_pressure(prep.events, prep.body, prep.model, prep.materials, ctx.listeners, ctx.sample_rate,

@@ -154,21 +154,11 @@ def render(prep: GroundPrepared, ctx) -> dict:
         i = int(np.flatnonzero(~(heights > 0))[0])
         raise InputError(f"listener channel {i} at z = {ctx.listeners[i, 2]} m is on or below the ground plane "
                          f"z = {z0} m; put the [[listener]] position above the floor")
+    if ctx.listeners_move:
+        return _render_moving_listeners(prep, ctx, out)
     ev = ctx.events
-    rows, J = ground_events(ev, z0)
-    if len(rows) == 0:
-        return out
-    stage = ctx.contacts("mesh")
-    body_of = np.where(ev.a[rows] == GROUND, ev.b[rows], ev.a[rows])
-    tau_of_row = np.full(len(ev), np.nan)          # a ground event involves one body: its contact time
-    for i in np.unique(body_of):
-        bc = stage.of(int(i))
-        if bc is not None:
-            tau_of_row[bc.rows] = bc.tau
-    tau = tau_of_row[rows]
-    keep = np.isfinite(tau) & (tau > 0) & (J > 0)
-    rows, J, tau, body_of = rows[keep], J[keep], tau[keep], body_of[keep]
-    if len(rows) == 0:                          # e.g. only sliding contacts (no normal impulse): silence
+    rows, J, tau, body_of = _impacts(ev, z0, ctx)
+    if len(rows) == 0:                          # no floor impacts, or only sliding contacts: silence
         return out
     t_m = ev.t[rows] + tau / 2
     eps = tau / 4
@@ -184,6 +174,60 @@ def render(prep: GroundPrepared, ctx) -> dict:
                 sel = body_of == i
                 out[bodies[int(i)].name][l] = bank.render(t_m[sel], J[sel], eps[sel], rho[sel], ctx.n_samples,
                                                           kernel=opts.kernel)
+    return out
+
+
+def _impacts(ev, z0, ctx):
+    """The floor impacts that sound: event rows, normal impulse J [N s], Hertz contact time [s] and the body of
+    each (sliding contacts without a normal impulse are dropped)."""
+    rows, J = ground_events(ev, z0)
+    if len(rows) == 0:
+        return rows, J, np.zeros(0), np.zeros(0, np.int64)
+    stage = ctx.contacts("mesh")
+    body_of = np.where(ev.a[rows] == GROUND, ev.b[rows], ev.a[rows])
+    tau_of_row = np.full(len(ev), np.nan)          # a ground event involves one body: its contact time
+    for i in np.unique(body_of):
+        bc = stage.of(int(i))
+        if bc is not None:
+            tau_of_row[bc.rows] = bc.tau
+    tau = tau_of_row[rows]
+    keep = np.isfinite(tau) & (tau > 0) & (J > 0)
+    return rows[keep], J[keep], tau[keep], body_of[keep]
+
+
+#: a moving listener's height is rounded to this [m] so that events heard from nearby heights share one response
+#: bank (the bank's level varies by ~1 % per cm at 1 m)
+HEIGHT_STEP = 0.01
+
+
+def _render_moving_listeners(prep, ctx, out) -> dict:
+    """Ground sound for moving listeners: each impact (a few ms of sound) is heard from where the listener is when
+    it arrives; events are grouped by that height (HEIGHT_STEP) and each group uses the response bank of its
+    height."""
+    scene = ctx.scene
+    bodies = scene.bodies
+    opts = scene.options["ground"]
+    z0 = float(scene.ground.height)
+    ev = ctx.events
+    rows, J, tau, body_of = _impacts(ev, z0, ctx)
+    if len(rows) == 0:
+        return out
+    t_m = ev.t[rows] + tau / 2
+    eps = tau / 4
+    heard = ctx.listeners_heard(ev.t[rows], ev.point[rows])                          # (E, L, 3)
+    for l in range(heard.shape[1]):
+        h_ev = np.maximum(np.round((heard[:, l, 2] - z0) / HEIGHT_STEP) * HEIGHT_STEP, HEIGHT_STEP)
+        rho = np.hypot(ev.point[rows, 0] - heard[:, l, 0], ev.point[rows, 1] - heard[:, l, 1])
+        for h in np.unique(h_ev):
+            at = h_ev == h
+            bank = response_bank(prep.half_space, float(h), c_a=scene.air.c, rho_a=scene.air.rho,
+                                 sample_rate=ctx.sample_rate, max_offset=float(rho[at].max()), cache=opts.cache)
+            with ctx.progress.stage(f"ground response bank (listener height {h:.3g} m)") as update:
+                bank.ensure(rho[at], progress=update)
+            for i in np.unique(body_of[at]):
+                sel = at & (body_of == i)
+                out[bodies[int(i)].name][l] += bank.render(t_m[sel], J[sel], eps[sel], rho[sel], ctx.n_samples,
+                                                           kernel=opts.kernel)
     return out
 
 

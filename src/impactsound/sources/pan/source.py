@@ -186,10 +186,12 @@ class PANSource:
                                                 support_point=x_r, support_normal=n_r)
         return rows, bc.tau, np.concatenate([a_amp, al_amp], axis=1), R, pos
 
-    def render(self, events: EventLog, listeners, sample_rate, duration, *, contacts: ContactStage | None = None
-               ) -> dict[str, np.ndarray]:
+    def render(self, events: EventLog, listeners, sample_rate, duration, *, contacts: ContactStage | None = None,
+               heard=None) -> dict[str, np.ndarray]:
         """Acceleration noise at the listeners of every body with a PAN field, as
         :meth:`ModalSource.render <impactsound.sources.modal.ModalSource.render>` (same arguments and result).
+        ``heard(times, positions) -> (E, L, 3)``: where moving listeners hear events at those times and world
+        positions (RenderContext.listeners_heard); None: fixed at ``listeners``.
 
         Parameters
         ----------
@@ -241,7 +243,8 @@ class PANSource:
             fld = self.fields[body.name]
             _, tau, amp, _, _ = self._amplitudes(ev, bc)
             amp = amp * (self.air.rho / fld.rho)                     # p is linear in rho
-            xl = bc.listeners(L_w)
+            # a moving listener hears each (short) impulse where it is when that impulse arrives
+            xl = bc.listeners(L_w if heard is None else heard(ev.t[bc.rows], bc.position))
             Z = self.frames.get(body.name)
             if Z is None:
                 table = self.table(body.name, fs)
@@ -483,7 +486,8 @@ def render(prep: PANPrepared, ctx) -> dict:
     """
     src = PANSource(ctx.scene.bodies, prep.fields, ctx.scene.ground, ctx.scene.air, frames=prep.frames)
     with ctx.progress.stage("acceleration noise synthesis"):
-        return src.render(ctx.events, ctx.listeners, ctx.sample_rate, ctx.duration, contacts=ctx.contacts("mesh"))
+        return src.render(ctx.events, ctx.listeners, ctx.sample_rate, ctx.duration, contacts=ctx.contacts("mesh"),
+                          heard=ctx.listeners_heard if ctx.listeners_move else None)
 
 
 def describe(prep: PANPrepared) -> tuple[dict, dict]:

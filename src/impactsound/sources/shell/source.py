@@ -183,13 +183,16 @@ def render(prep: ShellPrepared, ctx) -> dict:
     for name, snd in prep.sounds.items():
         i = names.index(name)
         bc = stage.of(i)
-        xl_b = bc.listeners(ctx.listeners)
+        # a moving listener: each impact's ring is heard from where the listener is when it arrives (per impact,
+        # as the shell's own pose)
+        heard = ctx.listeners_heard(ctx.events.t[bc.rows], bc.position)                 # (n, L, 3)
+        xl_b = bc.listeners(heard)
         gains = None
         binaural = np.isfinite(ears).all(axis=1)
         if binaural.any() and len(bc.rows):
             gains = np.ones((len(bc.rows), len(ctx.listeners), snd.r))
             for l in np.flatnonzero(binaural):
-                theta = hrtf.ear_angle(ears[l], ctx.listeners[l], bc.position)
+                theta = hrtf.ear_angle(ears[l], heard[:, l], bc.position)
                 gains[:, l] = hrtf.head_shadow(snd.omega[None, :], theta[:, None], c=scene.air.c)
         with ctx.progress.stage(f"shell {name} ({snd.info['dynamics']})") as update:
             y, st = render_shell(snd, ctx.events.t[bc.rows], bc.tau, bc.face, bc.bary, bc.impulse, xl_b,
