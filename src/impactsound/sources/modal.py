@@ -34,7 +34,7 @@ from ..dynamics.events import EventLog
 from ..errors import InputError
 from ..io.progress import QUIET
 from ..transfer import hrtf
-from ..transfer.low_order import compact_basis, compact_geometry, model_moments
+from ..transfer.low_order import compact_basis, compact_geometry, compact_weights, model_moments
 from .modal_kernel import synthesize
 from .base import check_objects_known, render_arguments
 from .registry import SourceKind, register
@@ -256,22 +256,21 @@ class ModalSource:
             sel = idx[~ffat]
             V, D = self._moments_of(name)
             basis = compact_basis(V[sel], D[sel])                                      # (4, m)
-            powers = np.stack([s[sel] ** k for k in range(4)])                         # (4, m)
 
-            def w_compact(xb, sel=sel, basis=basis, powers=powers):
-                g, _ = compact_geometry(xb, c, rho)                                    # (..., 4, 4)
-                return np.einsum("...kf,fj,kj->...j", g, basis, powers)
+            def w_compact(xb, scale, sel=sel, V=V, D=D):
+                return compact_weights(xb, s[sel], V[sel], D[sel], c, rho, scale)
 
             geom_e, _ = compact_geometry(xb_e, c, rho)
             groups.append((sel, imp[:, ~ffat], w_compact, geom_e, basis))
         if ffat.any():
             sel = idx[ffat]
 
-            def w_ffat(xb, sel=sel):
+            def w_ffat(xb, scale, sel=sel):
                 r = np.linalg.norm(xb, axis=-1)
                 P = tm.evaluate(xb.reshape(-1, 3), sel).reshape(xb.shape[:-1] + (len(sel),))
-                P = P * np.exp(-1j * tm.bank.k[sel] * r[..., None])                 # the delay carries the phase
-                return P.real - P.imag * (s[sel] / omega[sel])
+                P = P * (np.exp(-1j * tm.bank.k[sel] * r[..., None]) * scale[..., None])  # the delay carries the phase
+                W = P.real - P.imag * (s[sel] / omega[sel])
+                return W.real, W.imag
 
             # contact samples: the static FFAT form, weights of q and q' at the event's arrival
             r_e = np.linalg.norm(xb_e, axis=-1)
@@ -290,12 +289,12 @@ class ModalSource:
                 geom_e = np.einsum("elkf,fj,elj->elkj", geom_e, basis, gsh)
                 basis = np.eye(len(sel))
 
-            def weights(k0, k1, sel=sel, wfun=wfun):
-                W = wfun(geo.x_body[k0:k1]) * geo.amplification[k0:k1, :, None]
-                b = binaural[k0:k1]
-                if b.any():
-                    W = W * shadow(sel, ears[k0:k1], xl[k0:k1], geo.source[k0:k1])
-                return W
+            def weights(frames, sel=sel, wfun=wfun):
+                wr, wi = wfun(geo.x_body[frames], geo.amplification[frames])
+                if binaural[frames].any():
+                    g = shadow(sel, ears[frames], xl[frames], geo.source[frames])
+                    wr, wi = wr * g, wi * g
+                return wr, wi
 
             y += synthesize_moving(omega[sel], xi[sel], t0, bc.tau, imp_g, geo.delay, weights, H, geom_e, basis,
                                    fs, n_samples, cutoff_db=self.mode_cutoff_db, n_threads=self.n_threads)

@@ -191,6 +191,27 @@ def compact_geometry(x_body, c: float, rho: float, x0=(0.0, 0.0, 0.0)):
     return geom, r / c
 
 
+#: the (derivative order k, feature f) entries of :func:`compact_geometry` that are not zero
+COMPACT_NONZERO = ((2, 0), (2, 1), (2, 2), (2, 3), (3, 1), (3, 2), (3, 3))
+
+
+def compact_weights(x_body, s, V, D, c: float, rho: float, scale=None):
+    """Complex radiation weights W_j = sum_k c_kj s_j^k of the compact model (q_j^{(k)} = Im(s_j^k Z_j) after
+    contact), real and imaginary parts, for listener positions (..., 3) [m] in the body frame and poles s (m,).
+
+    ``scale`` (...,), optional: a factor per position (e.g. a moving source's convective amplification).
+    Returns (W.real, W.imag), each (..., m)."""
+    geom, _ = compact_geometry(x_body, c, rho)
+    g = np.stack([geom[..., k, f] for k, f in COMPACT_NONZERO], axis=-1)               # (..., 7)
+    if scale is not None:
+        g = g * np.asarray(scale)[..., None]
+    basis = compact_basis(V, D)
+    B = np.stack([basis[f] * s**k for k, f in COMPACT_NONZERO])                        # (7, m) complex
+    g2 = g.reshape(-1, g.shape[-1])                                                    # one BLAS product each
+    shape = g.shape[:-1] + (len(s),)
+    return (g2 @ np.ascontiguousarray(B.real)).reshape(shape), (g2 @ np.ascontiguousarray(B.imag)).reshape(shape)
+
+
 def compact_harmonic(V, D, x_body, omega, c: float, rho: float, x0=(0.0, 0.0, 0.0)) -> np.ndarray:
     """Complex pressure of the compact model per unit complex modal amplitude Q_j (e^{-i w t}: q = Re(Q e^{-i w t}),
     d/dt -> -i w, outgoing e^{+i k r}).
