@@ -208,6 +208,29 @@ def contact_stage(events: EventLog, bodies, ground, *, surfaces: dict | None = N
     return ContactStage(events, out)
 
 
+def body_inverse_mass(body, x_body, n_body) -> np.ndarray:
+    """1/m [1/kg] of a body along unit directions n at body-frame points x (arrays (E, 3)), as the body is held:
+    a free body (PAN paper sec. 3.2, eq. 9); a static or fixed one never moves (0: infinitely heavy); a ball
+    joint turns about its anchor a: 1/m = (r x n) . I_a^{-1} (r x n), r = x - a, I_a the inertia about the anchor
+    (parallel axes: I_a = I + M (|a|^2 1 - a a^T), centre of mass at the origin); a hinge of axis u turns about it
+    only: 1/m = ((r x n) . u)^2 / (u . I_a u)."""
+    mount = getattr(body, "mount", None)
+    x = np.asarray(x_body, np.float64).reshape(-1, 3)
+    if mount is None:
+        return inverse_effective_mass(body.mass, body.inertia, x, n_body)
+    if not mount.moves:
+        return np.zeros(len(x))
+    from ..rotation import quat_to_matrix
+    R0 = quat_to_matrix(body.quaternion)[0]
+    a = R0.T @ (np.asarray(mount.anchor, np.float64) - np.asarray(body.position, np.float64))
+    I_a = np.asarray(body.inertia, np.float64) + body.mass * (a @ a * np.eye(3) - np.outer(a, a))
+    rn = np.cross(x - a, np.broadcast_to(np.asarray(n_body, np.float64).reshape(-1, 3), x.shape))
+    if mount.kind == "ball":
+        return np.einsum("ni,ni->n", rn, np.linalg.solve(I_a, rn.T).T)
+    u = R0.T @ np.asarray(mount.axis, np.float64)
+    return (rn @ u) ** 2 / float(u @ I_a @ u)
+
+
 def _body_contacts(events, bodies, ground, i, rows, surface) -> BodyContacts:
     on_b = events.b[rows] == i
     sign = np.where(on_b, 1.0, -1.0)                          # b gets +J, a gets -J
@@ -219,7 +242,7 @@ def _body_contacts(events, bodies, ground, i, rows, surface) -> BodyContacts:
     surf = surface(i)
     face, bary, _ = surf.closest(x_b)
     x_s = np.einsum("nk,nkc->nc", bary, surf.vertices[surf.faces[face]])
-    inv_m = inverse_effective_mass(body.mass, body.inertia, x_s, n_b)
+    inv_m = body_inverse_mass(body, x_s, n_b)
     inv_r = 1.0 / surf.radius_at(face, bary)
     inv_E = np.full(len(rows), (1.0 - body.material.nu**2) / body.material.E)
     other = np.where(on_b, events.a[rows], events.b[rows])
@@ -236,7 +259,7 @@ def _body_contacts(events, bodies, ground, i, rows, surface) -> BodyContacts:
             sk = surface(int(k))
             fk, bk, _ = sk.closest(xk)
             xks = np.einsum("nk,nkc->nc", bk, sk.vertices[sk.faces[fk]])
-            inv_m[sel] += inverse_effective_mass(ob.mass, ob.inertia, xks, nk)
+            inv_m[sel] += body_inverse_mass(ob, xks, nk)
             inv_r[sel] += 1.0 / sk.radius_at(fk, bk)
         if mat is not None:
             inv_E[sel] += (1.0 - mat.nu**2) / mat.E

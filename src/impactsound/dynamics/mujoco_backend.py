@@ -168,6 +168,12 @@ class MujocoModel:
     omega0: float
     timestep: float
     collision_parts: list = field(default_factory=list)
+    all_free: bool = True             # every body has a free joint (qpos is 7 numbers per body)
+
+
+def _quat_matrix(q) -> np.ndarray:
+    from ..rotation import quat_to_matrix
+    return quat_to_matrix(q)[0]
 
 
 def _quat_rotate(q, v):
@@ -270,7 +276,18 @@ def build_model(bodies, ground, timestep: float = 2e-4, *, contact_steps: float 
         q = np.asarray(b.quaternion, np.float64)
         body = spec.worldbody.add_body(name=f"body{i}", pos=np.asarray(b.position, np.float64),
                                        quat=q / np.linalg.norm(q))
-        body.add_freejoint()
+        mount = getattr(b, "mount", None)
+        if mount is None:
+            body.add_freejoint()
+        elif mount.kind in ("hinge", "ball"):
+            # a joint to the world at the anchor (body frame: R^T (anchor - position)); static and fixed bodies
+            # have no joint: MuJoCo welds them to the world and never collides them with it or with each other
+            R = _quat_matrix(q / np.linalg.norm(q))
+            jpos = R.T @ (np.asarray(mount.anchor, np.float64) - np.asarray(b.position, np.float64))
+            if mount.kind == "hinge":
+                body.add_joint(type=mujoco.mjtJoint.mjJNT_HINGE, pos=jpos, axis=R.T @ np.asarray(mount.axis))
+            else:
+                body.add_joint(type=mujoco.mjtJoint.mjJNT_BALL, pos=jpos)
         inertia = 0.5 * (np.asarray(b.inertia, np.float64) + np.asarray(b.inertia, np.float64).T)
         body.mass = float(b.mass)
         body.ipos = [0.0, 0.0, 0.0]           # COM at our body-frame origin (scene/model.py)
@@ -295,18 +312,26 @@ def build_model(bodies, ground, timestep: float = 2e-4, *, contact_steps: float 
 
     data = mujoco.MjData(model)
     for i, b in enumerate(bodies):
+        if model.body_jntadr[i + 1] < 0:
+            continue                                   # static / fixed: no degrees of freedom
         adr = model.jnt_dofadr[model.body_jntadr[i + 1]]
         q = np.asarray(b.quaternion, np.float64)
         q = q / np.linalg.norm(q)
-        data.qvel[adr:adr + 3] = np.asarray(b.velocity, np.float64)
-        # A free joint's angular velocity is in the body (local) frame; ours is in the world frame.
         w_world = np.asarray(b.angular_velocity, np.float64)
-        data.qvel[adr + 3:adr + 6] = _quat_rotate(
-            np.array([[q[0], -q[1], -q[2], -q[3]]]), w_world[None])[0]
+        w_local = _quat_rotate(np.array([[q[0], -q[1], -q[2], -q[3]]]), w_world[None])[0]
+        mount = getattr(b, "mount", None)
+        if mount is None:
+            data.qvel[adr:adr + 3] = np.asarray(b.velocity, np.float64)
+            # A free joint's angular velocity is in the body (local) frame; ours is in the world frame.
+            data.qvel[adr + 3:adr + 6] = w_local
+        elif mount.kind == "ball":
+            data.qvel[adr:adr + 3] = w_local           # a ball joint's velocity: body-frame angular velocity
+        else:
+            data.qvel[adr] = float(w_world @ np.asarray(mount.axis))      # hinge: the rate about its axis
     geom_owner = model.geom_bodyid.astype(np.int64) - 1      # world body 0 -> GROUND (-1), body k -> k - 1
     return MujocoModel(model=model, data=data, geom_owner=geom_owner, hull_vertices=hulls,
                        body_size=np.asarray(sizes, np.float64), omega0=omega0, timestep=float(timestep),
-                       collision_parts=collision)
+                       collision_parts=collision, all_free=all(getattr(b, "mount", None) is None for b in bodies))
 
 
 def _check_initial_overlap(mm: MujocoModel, bodies, ground, v_min: float):
@@ -316,6 +341,8 @@ def _check_initial_overlap(mm: MujocoModel, bodies, ground, v_min: float):
     tol = v_min / mm.omega0
     if ground is not None and getattr(ground, "enabled", True):
         for b, hv in zip(bodies, mm.hull_vertices):
+            if getattr(b, "mount", None) is not None and not b.mount.moves:
+                continue                # a static prop may stand on (or in) the floor: it never collides with it
             q = np.asarray(b.quaternion, np.float64)
             q = q / np.linalg.norm(q)
             zmin = float((_quat_rotate(np.repeat(q[None], len(hv), 0), hv)[:, 2]).min()
@@ -421,7 +448,26 @@ def _check_stable(d, t):
                           "check the bodies' masses, inertias and initial velocities")
 
 
-def _state(m, d, nb):
+def _poses(m, d, nb, all_free):
+    """Body positions (nb, 3) and orientations (nb, 4) of the current qpos."""
+    if all_free:
+        return (d.qpos[:7 * nb].reshape(nb, 7)[:, :3].copy(), d.qpos[:7 * nb].reshape(nb, 7)[:, 3:].copy())
+    import mujoco
+    mujoco.mj_kinematics(m, d)
+    return d.xpos[1:].copy(), d.xquat[1:].copy()
+
+
+def _state(m, d, nb, all_free=True):
+    if not all_free:
+        import mujoco
+        pos, quat = _poses(m, d, nb, False)
+        vel, w_world = np.zeros((nb, 3)), np.zeros((nb, 3))
+        mujoco.mj_comVel(m, d)
+        res = np.zeros(6)
+        for i in range(nb):
+            mujoco.mj_objectVelocity(m, d, mujoco.mjtObj.mjOBJ_BODY, i + 1, res, 0)
+            w_world[i], vel[i] = res[:3], res[3:]
+        return pos, quat, vel, w_world
     pos = d.qpos[:7 * nb].reshape(nb, 7)[:, :3].copy() if nb else np.zeros((0, 3))
     quat = d.qpos[:7 * nb].reshape(nb, 7)[:, 3:].copy() if nb else np.zeros((0, 4))
     vel = d.qvel[:6 * nb].reshape(nb, 6)
@@ -498,8 +544,9 @@ def run_dynamics(bodies, ground, duration: float, timestep: float = 2e-4, *, v_m
     for k in range(n_steps):
         if record_every and k % record_every == 0:
             traj_t.append(k * dt)
-            traj_p.append(d.qpos[:7 * nb].reshape(nb, 7)[:, :3].copy())
-            traj_q.append(d.qpos[:7 * nb].reshape(nb, 7)[:, 3:].copy())
+            P_k, Q_k = _poses(m, d, nb, mm.all_free)
+            traj_p.append(P_k)
+            traj_q.append(Q_k)
         mujoco.mj_step(m, d)
         # After mj_step, contacts, efc_force/efc_vel and xpos/xquat belong to the state at the start of the step
         # (t = k dt); the force acted over [k dt, (k + 1) dt].
@@ -540,7 +587,7 @@ def run_dynamics(bodies, ground, duration: float, timestep: float = 2e-4, *, v_m
             setattr(log, f"pos_{side}", pos)
             setattr(log, f"quat_{side}", quat)
 
-    pos, quat, vel, w = _state(m, d, nb)
+    pos, quat, vel, w = _state(m, d, nb, mm.all_free)
     res = DynamicsResult(events=log, raw=raw, time=n_steps * dt, n_steps=n_steps, wall_time=wall, position=pos,
                          quaternion=quat, velocity=vel, angular_velocity=w)
     if record_every:

@@ -149,7 +149,8 @@ def _check_sign(c: _Ctx) -> list[str]:
 
 def _check_impulse(c: _Ctx) -> list[str]:
     log = c.log
-    mass = np.array([float(b.mass) for b in c.bodies] + [0.0])          # index -1 (ground) -> 0
+    # index -1 (ground) -> 0; a static or fixed body is as immovable as the ground: the other body's mass bounds J
+    mass = np.array([0.0 if getattr(b, "immovable", False) else float(b.mass) for b in c.bodies] + [0.0])
     m = np.maximum(mass[log.a], mass[log.b])
     vn = log.vn
     jabs = np.linalg.norm(log.impulse, axis=1)
@@ -169,6 +170,38 @@ def _check_impulse(c: _Ctx) -> list[str]:
         return [msg + "is it a force (N) rather than an impulse (N s)? give the force summed over the collision's "
                 "time steps times the step, sum(f dt)"]
     return [msg + f"check that {c.cols('impulse')} is the impulse in N s and vn the approach speed in m/s"]
+
+
+def _check_held(c: _Ctx) -> list[str]:
+    """A static prop or a fixed body never moves: a logged pose of it must be its scene pose (within 1 mm and
+    1e-3 in the quaternion), and an event between two such bodies cannot happen."""
+    log, out = c.log, []
+    held = np.array([getattr(b, "immovable", False) for b in c.bodies] + [True])     # the ground too (-1)
+    both = held[log.a] & held[log.b]
+    if both.any():
+        i, head = c.where(both, c.cols("a") + "," + c.cols("b"))
+        out.append(f"{head}: an event between {c.name(log.a[i])} and {c.name(log.b[i])}, which never move "
+                   f"(static, fixed or the ground) ({c.count(both)}); drop these rows")
+    for side in ("a", "b"):
+        ids = getattr(log, side)
+        pos, quat = getattr(log, f"pos_{side}"), getattr(log, f"quat_{side}")
+        moved = np.zeros(len(log), bool)
+        for k in np.unique(ids[(ids >= 0)]):
+            b = c.bodies[int(k)]
+            if not getattr(b, "immovable", False):
+                continue
+            sel = ids == k
+            logged = sel & np.isfinite(pos).all(axis=1) & np.isfinite(quat).all(axis=1)
+            qn = quat / np.linalg.norm(np.where(np.isfinite(quat), quat, 1.0), axis=1, keepdims=True)
+            dq = np.minimum(np.abs(qn - b.quaternion).max(axis=1), np.abs(qn + b.quaternion).max(axis=1))
+            moved |= logged & ((np.linalg.norm(pos - b.position, axis=1) > 1e-3) | (dq > 1e-3))
+        if moved.any():
+            i, head = c.where(moved, c.cols("pos", side))
+            k = int(ids[i])
+            out.append(f"{head}: body {c.name(k)} is {c.bodies[k].mount.kind} (it never moves) but the log puts it "
+                       f"at {_fmt(pos[i])} m, not at its scene position {_fmt(c.bodies[k].position)} m "
+                       f"({c.count(moved)}); log its scene pose or leave its pose columns empty")
+    return out
 
 
 def _surface_distance(body, pts_body: np.ndarray, exact_far: int = 20) -> np.ndarray:
@@ -314,7 +347,7 @@ def check_event_log(log: EventLog, bodies: Sequence, duration: float, *, ground_
         return []
     c = _Ctx(log, list(bodies), source, row_base, npz)
     problems = (_check_ground(c, ground_enabled, ground_height) + _check_times(c, duration)
-                + _check_quaternions(c) + _check_sign(c) + _check_impulse(c)
+                + _check_quaternions(c) + _check_sign(c) + _check_impulse(c) + _check_held(c)
                 + _check_points(c, ground_enabled, ground_height))
     if problems and not allow_implausible:
         more = f" [{len(problems) - 1} more problem(s) after this one]" if len(problems) > 1 else ""

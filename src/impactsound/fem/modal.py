@@ -90,11 +90,23 @@ def _surface(tets: np.ndarray, elems: np.ndarray, order: int):
     return gl, f3, f6
 
 
+def clamp_nodes(x: np.ndarray, clamp) -> np.ndarray:
+    """Indices of the FEM nodes held by ``clamp`` = (point (3,), radius): every node within the radius of the
+    point (all coordinates in the same frame) [m]."""
+    point, radius = np.asarray(clamp[0], np.float64), float(clamp[1])
+    return np.flatnonzero(np.linalg.norm(x - point, axis=1) <= radius)
+
+
 def modal_analysis(surface=None, material: Material | None = None, *, order: int = 2,
                    nodes: np.ndarray | None = None, tets: np.ndarray | None = None, max_modes: int = 200,
                    f_max: float = 20000.0, max_edge: float | None = None, quality: float = DEFAULT_QUALITY,
-                   progress=None, source: str = "mesh", mesher: str | None = None) -> ModalModel:
-    """Free-free modal model of one solid.
+                   progress=None, source: str = "mesh", mesher: str | None = None, clamp=None) -> ModalModel:
+    """Free-free modal model of one solid, or with a clamped patch.
+
+    ``clamp`` = (point, radius) [m], in the surface's (or ``nodes``') coordinates: every FEM node within the radius
+    of the point is held still (all three displacement components zero: a Dirichlet condition on those degrees of
+    freedom, removed from K and M), as a body clamped there (a cymbal on its stand, a bar in a vice); the model then
+    has no rigid-body modes. At least one element must lie in the patch (the radius covers a few nodes).
 
     surface: closed trimesh.Trimesh in metres (checked, then tetrahedralised by ``mesher`` with ``max_edge`` [m]
     and ``quality``: see :func:`~impactsound.mesh.tetra.tetrahedralize`, whose module docstring gives each
@@ -117,7 +129,7 @@ def modal_analysis(surface=None, material: Material | None = None, *, order: int
     if surface is None and (nodes is None or tets is None):
         raise InputError(f"{source}: give a surface mesh, or both nodes and tets")
     key = modal_inputs_hash(surface, material, order, nodes=nodes, tets=tets, max_modes=max_modes, f_max=f_max,
-                            max_edge=max_edge, quality=quality, mesher=mesher, source=source)
+                            max_edge=max_edge, quality=quality, mesher=mesher, source=source, clamp=clamp)
     mesh_info = {"mesher": "given"}
     if surface is not None:
         check_surface(surface, source, warn=False)
@@ -135,8 +147,29 @@ def modal_analysis(surface=None, material: Material | None = None, *, order: int
     K, M, xn, elems = assemble(x, tets, lam, mu, material.rho, order=order)
     L = float(np.linalg.norm(np.ptp(x, axis=0)))
     say("eigensolve")
-    res = solve_modes(K, M, max_modes, scale=(material.E, material.rho, L), f_max=f_max, n_components=n_comp,
-                      coords=xn)
+    held = np.zeros(0, np.int64)
+    if clamp is not None:
+        held = clamp_nodes(xn + com, clamp)
+        if len(held) < 3:
+            raise InputError(f"{source}: the clamp at {list(np.asarray(clamp[0], float))} (radius {float(clamp[1]):.3g} "
+                             f"m) holds {len(held)} mesh nodes; it must hold at least 3 (not in a line): put the "
+                             "anchor on the object and make the radius larger than the element size")
+        if n_comp != 1:
+            raise InputError(f"{source}: a clamped object must be one connected piece ({n_comp} found)")
+    free = np.ones(3 * len(xn), bool)
+    free[(3 * held[:, None] + np.arange(3)).ravel()] = False
+    if clamp is None:
+        res = solve_modes(K, M, max_modes, scale=(material.E, material.rho, L), f_max=f_max, n_components=n_comp,
+                          coords=xn)
+    else:
+        # Dirichlet: the held degrees of freedom leave the system; no rigid-body modes remain
+        K, M = sp.csr_matrix(K)[free][:, free], sp.csr_matrix(M)[free][:, free]
+        keep_nodes = np.setdiff1d(np.arange(len(xn)), held)
+        res = solve_modes(K, M, max_modes, scale=(material.E, material.rho, L), f_max=f_max, n_components=0,
+                          coords=xn[keep_nodes])
+        U_full = np.zeros((3 * len(xn), res.U.shape[1]))
+        U_full[free] = res.U
+        res.U = U_full
     omega = 2 * np.pi * res.frequencies_hz
     xi = np.asarray(material.damping_ratio(omega), dtype=np.float64)
     ok = xi < 1.0
@@ -146,6 +179,8 @@ def modal_analysis(surface=None, material: Material | None = None, *, order: int
     meta = dict(source=source, n_nodes=int(len(xn)), dofs=int(3 * len(xn)), n_tets=int(len(tets)), n_components=n_comp,
                 mesher=mesh_info["mesher"], max_edge=max_edge, quality=quality,
                 f_max=f_max, max_modes=max_modes, dropped_overdamped=int((~ok).sum()),
+                clamp=None if clamp is None else dict(point=[float(v) for v in clamp[0]], radius=float(clamp[1]),
+                                                      nodes=int(len(held))),
                 max_residual=float(res.residuals.max()) if len(res.residuals) else 0.0,
                 solver={k: v for k, v in res.info.items() if isinstance(v, (int, float, str))})
     return ModalModel(material=material, order=order, frequencies_hz=res.frequencies_hz[ok],
@@ -155,7 +190,7 @@ def modal_analysis(surface=None, material: Material | None = None, *, order: int
 
 def modal_inputs_hash(surface, material: Material, order: int, *, nodes=None, tets=None, max_modes=200,
                       f_max=20000.0, max_edge=None, quality=DEFAULT_QUALITY, mesher: str | None = None,
-                      source: str = "mesh") -> str:
+                      source: str = "mesh", clamp=None) -> str:
     """Content hash of everything that determines a modal model (the cache key).
 
     For a surface, the mesher that ``mesher`` resolves to (``mesh.tetra.resolve_mesher``) and its package's
@@ -178,6 +213,8 @@ def modal_inputs_hash(surface, material: Material, order: int, *, nodes=None, te
             settings["gmsh"] = _version("gmsh")
     if surface is not None:
         settings["ftetwild"] = ftetwild_version()      # the mesher, or the fallback (self-intersecting surfaces)
+    if clamp is not None:                               # absent for free bodies: their keys are unchanged
+        settings["clamp"] = [float(v) for v in np.asarray(clamp[0], np.float64)] + [float(clamp[1])]
     return content_hash(*geom, mat, settings)
 
 
@@ -192,7 +229,7 @@ def _version(package: str) -> str:
 def cached_modal_analysis(surface=None, material: Material | None = None, order: int = 2, *, nodes=None,
                           tets=None, max_modes: int = 200, f_max: float = 20000.0, max_edge: float | None = None,
                           quality: float = DEFAULT_QUALITY, cache=None, progress=None,
-                          source: str = "mesh", mesher: str | None = None) -> ModalModel:
+                          source: str = "mesh", mesher: str | None = None, clamp=None) -> ModalModel:
     """:func:`modal_analysis` through the asset cache (folder ``cache``, default ``assets.cache_dir()``).
 
     The file name is the inputs hash; a missing, corrupted or stale file (AssetError on read) is rebuilt and
@@ -201,7 +238,8 @@ def cached_modal_analysis(surface=None, material: Material | None = None, order:
     if material is None:
         raise InputError(f"{source}: a material is needed for modal analysis")
     key = modal_inputs_hash(surface, material, order, nodes=nodes, tets=tets, max_modes=max_modes,
-                            f_max=f_max, max_edge=max_edge, quality=quality, mesher=mesher, source=source)
+                            f_max=f_max, max_edge=max_edge, quality=quality, mesher=mesher, source=source,
+                            clamp=clamp)
     folder = Path(cache) if cache is not None else cache_dir()
     path = folder / f"modal_{key[:40]}.h5"
     try:
@@ -210,7 +248,7 @@ def cached_modal_analysis(surface=None, material: Material | None = None, order:
         pass
     model = modal_analysis(surface, material, order=order, nodes=nodes, tets=tets, max_modes=max_modes,
                            f_max=f_max, max_edge=max_edge, quality=quality, progress=progress, source=source,
-                           mesher=mesher)
+                           mesher=mesher, clamp=clamp)
     model.inputs_hash = key          # modal_analysis sets the same; kept explicit as the cache relies on it
     model.save(path)
     return model

@@ -15,6 +15,24 @@ from ..materials import Material
 
 
 @dataclass
+class Mount:
+    """How a body is held: ``static`` (a prop that never moves: a table, a shelf), or a joint to the world at
+    ``anchor`` (world point on or in the body [m]): ``fixed`` (held still there: a cymbal on its stand), ``hinge``
+    (swings about the world ``axis`` through the anchor: a lid, a gate) or ``ball`` (swings freely about the
+    anchor: a bell or a key hanging from its ring)."""
+
+    kind: str                          # static | fixed | hinge | ball
+    anchor: np.ndarray | None = None   # world [m] (None for static)
+    axis: np.ndarray | None = None     # world unit vector (hinge only)
+    clamp_radius: float = 0.0          # fixed: the patch around the anchor held still in the modal model [m]
+
+    @property
+    def moves(self) -> bool:
+        """Whether the body can move at all (hinge and ball joints)."""
+        return self.kind in ("hinge", "ball")
+
+
+@dataclass
 class Body:
     """One rigid object. SI units: mesh in metres (body frame), mass kg, inertia kg m^2 about the COM in body
     axes, position m, velocity m/s, angular_velocity rad/s (world frame)."""
@@ -34,6 +52,17 @@ class Body:
     transfer_asset: str = ""          # FFAT transfer asset given in the scene ("" = cache / low-order)
     acceleration_noise: str = ""      # this object's acceleration-noise model ("" = the scene's; sources/pan)
     shell: "object | None" = None     # ShellSetup of a thin-shell object (scene/shell_body.py), else None
+    mount: Mount | None = None        # static prop or joint to the world; None: a free body
+
+    @property
+    def held(self) -> bool:
+        """Whether the body is static or jointed to the world (not free)."""
+        return self.mount is not None
+
+    @property
+    def immovable(self) -> bool:
+        """Whether the body never moves (static, or a fixed joint): infinite mass in every collision."""
+        return self.mount is not None and not self.mount.moves
 
 
 @dataclass

@@ -71,6 +71,11 @@ class ObjectSpec(_Strict):
     transfer: str | None = None        # FFAT transfer asset for this object (relative to the scene file)
     acceleration_noise: str | None = None   # this object's acceleration-noise model (overrides the scene's)
     shell: ShellSpec | None = None     # a thin shell (scene/shell_body.py): thickness, dynamics, radiation
+    static: bool = False               # a prop that never moves (a table): collides and sounds
+    joint: str | None = None           # held to the world: fixed | hinge | ball, at anchor (and axis for hinge)
+    anchor: Vec3 | None = None         # world point of the joint, on or in the object [m]
+    axis: Vec3 | None = None           # hinge axis, world
+    clamp_radius: float | None = None  # fixed joint: radius of the clamped patch around the anchor [m]
 
 
 class GroundSpec(_Strict):
@@ -236,11 +241,85 @@ def _body(i: int, o: ObjectSpec, base: Path, src: str) -> Body:
             raise InputError(f"{where}.acceleration_noise = {o.acceleration_noise!r} is unknown; use one of "
                              f"{', '.join(repr(m) for m in AN_MODELS)} (or leave it out for the scene's model)")
         an = o.acceleration_noise
+    mount = _mount(o, where, body_mesh, pos, q, vel, omega)
     from ..assets import content_hash
     mh = content_hash(np.asarray(body_mesh.vertices, np.float64), np.asarray(body_mesh.faces, np.int64))
-    return Body(name=o.name or f"object{i}", mesh=body_mesh, material=material, mass=mass, inertia=inertia,
+    return Body(mount=mount, name=o.name or f"object{i}", mesh=body_mesh, material=material, mass=mass, inertia=inertia,
                 position=pos, quaternion=q, velocity=vel, angular_velocity=omega, mesh_hash=mh, source=source,
                 com_in_file=com, transfer_asset=transfer, acceleration_noise=an, shell=shell)
+
+
+#: default clamp radius of a fixed joint, as a fraction of the object's bounding diameter
+CLAMP_FRACTION = 0.02
+#: how far a joint's anchor may lie outside the object's surface, as a fraction of its bounding radius
+ANCHOR_TOL = 0.05
+
+
+def _mount(o: ObjectSpec, where: str, mesh, pos, q, vel, omega):
+    """The Mount of a static or jointed object, checked (scene/model.py), or None for a free one."""
+    from .model import Mount
+    if not o.static and o.joint is None:
+        for key in ("anchor", "axis", "clamp_radius"):
+            if getattr(o, key) is not None:
+                raise InputError(f"{where}.{key} is given but the object has no joint; add joint = 'fixed', "
+                                 "'hinge' or 'ball', or remove the line")
+        return None
+    if o.static and o.joint is not None:
+        raise InputError(f"{where}: give static = true (a prop that never moves) or joint = '{o.joint}', not both")
+    if o.static:
+        if o.anchor is not None or o.axis is not None or o.clamp_radius is not None:
+            raise InputError(f"{where}: a static object takes no anchor, axis or clamp_radius (it never moves and "
+                             "rings with its free modes); remove them")
+        if np.any(vel) or np.any(omega):
+            raise InputError(f"{where}: a static object cannot move: remove its velocity / angular_velocity")
+        return Mount("static")
+    if o.joint not in ("fixed", "hinge", "ball"):
+        raise InputError(f"{where}.joint = {o.joint!r} is unknown; use 'fixed', 'hinge' or 'ball' (or static = "
+                         "true for a prop that never moves)")
+    if o.anchor is None:
+        raise InputError(f"{where}: joint = '{o.joint}' needs anchor = [x, y, z], the world point where it is held")
+    anchor = _finite(o.anchor, f"{where}.anchor")
+    from ..rotation import quat_to_matrix
+    R = quat_to_matrix(q)[0]
+    a_b = R.T @ (anchor - pos)
+    radius = float(np.linalg.norm(mesh.vertices, axis=1).max())
+    inside = bool(mesh.contains(a_b[None])[0])
+    if not inside:
+        import trimesh
+        d = float(np.abs(trimesh.proximity.signed_distance(mesh, a_b[None])[0]))
+        if d > ANCHOR_TOL * radius:
+            raise InputError(f"{where}.anchor = {list(o.anchor)} is {d:.3g} m outside the object (its surface is "
+                             f"within {ANCHOR_TOL * radius:.2g} m of a valid anchor): put the anchor on or in the "
+                             "object where it is held (a bell: the top of its crown, a cymbal: its centre hole)")
+    axis = None
+    if o.joint == "hinge":
+        if o.axis is None:
+            raise InputError(f"{where}: joint = 'hinge' needs axis = [x, y, z], the world direction it turns about")
+        axis = _finite(o.axis, f"{where}.axis")
+        if np.linalg.norm(axis) == 0:
+            raise InputError(f"{where}.axis must be a non-zero direction")
+        axis = axis / np.linalg.norm(axis)
+    elif o.axis is not None:
+        raise InputError(f"{where}.axis is only for joint = 'hinge'; remove it")
+    if np.any(vel):
+        raise InputError(f"{where}: a jointed object's anchor stays put: remove its velocity (give it an "
+                         "angular_velocity instead)")
+    if o.joint == "fixed" and np.any(omega):
+        raise InputError(f"{where}: joint = 'fixed' cannot turn: remove its angular_velocity")
+    clamp = 0.0
+    if o.joint == "fixed":
+        # default: 2 % of the object's size (a 50 cm cymbal: a 1 cm clamp, about its stand's felts and washer)
+        clamp = CLAMP_FRACTION * 2 * radius if o.clamp_radius is None else float(o.clamp_radius)
+        if not (math.isfinite(clamp) and 0 < clamp < radius):
+            raise InputError(f"{where}.clamp_radius = {o.clamp_radius} m must be positive and smaller than the "
+                             f"object ({radius:.3g} m)")
+    elif o.clamp_radius is not None:
+        raise InputError(f"{where}.clamp_radius is only for joint = 'fixed' (hinge, ball and static objects ring "
+                         "with free modes); remove it")
+    if o.joint == "hinge" and np.linalg.norm(np.cross(omega, axis)) > 1e-9 * max(1.0, np.linalg.norm(omega)):
+        raise InputError(f"{where}: a hinge turns about its axis only: give angular_velocity along axis = "
+                         f"{[float(v) for v in axis]}")
+    return Mount(o.joint, anchor, axis, clamp)
 
 
 def _shell_object(o: ObjectSpec, where: str, base: Path, material: Material):

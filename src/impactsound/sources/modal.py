@@ -379,6 +379,21 @@ class ModalPrepared:
     notes: dict = None          # {body name: why it has no solid modal model here} (thin shells)
 
 
+def body_clamp(body):
+    """The clamped patch of a body held by a fixed joint: (anchor in the body frame, radius) [m], else None.
+
+    Boundary conditions (the package's choice): a ``fixed`` joint clamps the object at its anchor (every FEM node
+    within ``clamp_radius`` of it held still: a cymbal on its stand, a bar in a vice); static props, ``hinge`` and
+    ``ball`` joints ring with their free modes (a table top on its own legs, a bell on its cord, a lid on a pin:
+    nothing holds them stiffly where they vibrate)."""
+    mount = getattr(body, "mount", None)
+    if mount is None or mount.kind != "fixed":
+        return None
+    from ..rotation import quat_to_matrix
+    R0 = quat_to_matrix(body.quaternion)[0]
+    return R0.T @ (np.asarray(mount.anchor, np.float64) - np.asarray(body.position, np.float64)), mount.clamp_radius
+
+
 def modal_models(scene, progress=QUIET) -> dict:
     """FEM modal model of every body (cached on disk by content hash): {body name: ModalModel}."""
     from ..fem.modal import cached_modal_analysis
@@ -391,7 +406,8 @@ def modal_models(scene, progress=QUIET) -> dict:
         with progress.stage(f"modes of {body.name}") as update:
             models[body.name] = cached_modal_analysis(body.mesh, body.material, order=opt.modal_order,
                                                       max_modes=opt.max_modes, f_max=f_max,
-                                                      progress=update, source=body.source, mesher=opt.mesher)
+                                                      progress=update, source=body.source, mesher=opt.mesher,
+                                                      clamp=body_clamp(body))
         m = models[body.name]
         if m.n_modes:
             progress.message(f"  {body.name}: {m.n_modes} modes, {m.frequencies_hz[0]:.0f}-"

@@ -413,6 +413,11 @@ def prepare(scene, progress=QUIET) -> PANPrepared:
         if model == "off":
             missing[body.name] = "acceleration noise is off for it (acceleration_noise = \"off\")"
             continue
+        if getattr(body, "immovable", False):
+            # acceleration noise is the sound of a body's rigid acceleration (Chadwick, Zheng & James 2012, sec.
+            # 3); a static prop or a fixed body does not accelerate
+            missing[body.name] = f"{body.mount.kind}: it never moves, so it has no rigid-body acceleration noise"
+            continue
         why_proxy = "acceleration_noise = \"proxy\""
         if model in ("auto", "pan"):
             job = plan_pan(body.mesh, body.material, c=scene.air.c, rho=scene.air.rho)
