@@ -171,8 +171,8 @@ def test_urdf_floating_joint_and_fixed_to_world(tmp_path):
     (o,), _ = objects_from_model_file(_file(tmp_path, "f.urdf", floating), {}, default_material="steel")
     assert np.allclose(o["position"], [0, 0, 0.5], atol=1e-12)
     fixed = floating.replace('type="floating"', 'type="fixed"')
-    with pytest.raises(InputError, match="static geometry"):
-        objects_from_model_file(_file(tmp_path, "x.urdf", fixed), {}, default_material="steel")
+    (o,), _ = objects_from_model_file(_file(tmp_path, "x.urdf", fixed), {}, default_material="steel")
+    assert o["static"] is True and np.allclose(o["position"], [0, 0, 0.5], atol=1e-12)
 
 
 def test_keyframe_pose_and_velocities(tmp_path):
@@ -287,12 +287,13 @@ def test_file_errors(tmp_path):
 
 
 @pytest.mark.parametrize("inner, match", [
-    ('<geom name="table" type="box" size="0.3 0.3 0.01"/>', r"geom 'table' \(box\) in the world body is static"),
-    ('<body name="shelf"><geom type="box" size="0.3 0.3 0.01"/></body>', r"body 'shelf' \(fixed to the world"),
     ('<geom type="plane" size="1 1 1" euler="20 0 0"/>', r"the scene's ground is horizontal"),
     ('<geom type="plane" size="1 1 1"/><geom type="plane" size="1 1 1" pos="0 0 1"/>', "second ground plane"),
-    ('<body name="arm"><joint type="hinge"/><geom type="sphere" size="0.01"/></body>',
-     "body 'arm' hangs from 'world' by a hinge joint"),
+    ('<body name="arm"><joint type="slide"/><geom type="sphere" size="0.01"/></body>',
+     "body 'arm' hangs from 'world' by a slide joint"),
+    ('<body name="arm" pos="0 0 1"><freejoint/><geom type="sphere" size="0.01"/><body name="hand">'
+     '<joint type="hinge"/><geom type="sphere" size="0.01" pos="0.05 0 0"/></body></body>',
+     "body 'hand' hangs from 'arm' by a hinge joint"),
     ('<body name="e"><freejoint/><inertial pos="0 0 0" mass="1" diaginertia="1 1 1"/></body>',
      "free body 'e' has no geoms"),
     ('<body name="two"><freejoint/><geom type="sphere" size="0.01"/>'
@@ -306,13 +307,39 @@ def test_geometry_errors(tmp_path, inner, match):
         expand_model_bodies({"scene": {"bodies": "m.xml"}, "materials": {"default": "steel"}}, tmp_path, "s.toml")
 
 
+def test_static_geometry_and_hinged_bodies(tmp_path):
+    # a table in the world body and a shelf welded to the world become static props; a lid on a hinge and a bell
+    # on a ball joint become jointed objects, anchored where MuJoCo puts their joints
+    xml = _world('<geom name="table" type="box" size="0.3 0.3 0.01" pos="0 0 0.4"/>'
+                 '<body name="shelf" pos="0 1 0.8"><geom type="box" size="0.3 0.1 0.01"/></body>'
+                 '<body name="lid" pos="0.5 0 0.6"><joint type="hinge" axis="0 1 0" pos="0 0 0.05"/>'
+                 '<geom type="box" size="0.05 0.05 0.05"/></body>'
+                 '<body name="bell" pos="-0.5 0 0.6"><joint type="ball" pos="0 0 0.03"/>'
+                 '<geom type="sphere" size="0.03"/></body>'
+                 '<body name="a" pos="0 0 0.6"><freejoint/><geom type="sphere" size="0.01"/></body>')
+    objs, _ = objects_from_model_file(_file(tmp_path, "m.xml", xml), {}, default_material="steel")
+    by = {o["name"]: o for o in objs}
+    assert by["table"]["static"] and np.allclose(by["table"]["position"], [0, 0, 0.4], atol=1e-12)
+    assert by["shelf"]["static"] and np.allclose(by["shelf"]["position"], [0, 1, 0.8], atol=1e-12)
+    assert by["lid"]["joint"] == "hinge" and np.allclose(by["lid"]["anchor"], [0.5, 0, 0.65])
+    assert np.allclose(by["lid"]["axis"], [0, 1, 0])
+    assert by["bell"]["joint"] == "ball" and np.allclose(by["bell"]["anchor"], [-0.5, 0, 0.63])
+    assert "joint" not in by["a"] and "static" not in by["a"]
+    # and they load as a scene
+    from impactsound.scene import load_scene
+    sc = load_scene({"scene": {"bodies": "m.xml"}, "materials": {"default": "steel"},
+                     "listener": [{"position": [0, -2, 1]}]}, base=tmp_path)
+    kinds = {b.name: (b.mount.kind if b.mount else "free") for b in sc.bodies}
+    assert kinds == {"table": "static", "shelf": "static", "lid": "hinge", "bell": "ball", "a": "free"}
+
+
 def test_ignored_and_plain_errors(tmp_path):
     # non-colliding static geometry is ignored; no free body at all is an error
     (o,), ground = objects_from_model_file(_file(tmp_path, "v.xml", _world(
         '<geom type="box" size="0.3 0.3 0.01" contype="0" conaffinity="0"/>'
         '<body name="a"><freejoint/><geom type="sphere" size="0.01"/></body>')), {}, default_material="steel")
     assert o["name"] == "a" and ground is None
-    assert "has no free bodies" in _expand_error(tmp_path, _world('<geom type="plane" size="1 1 1"/>'))
+    assert "has no bodies" in _expand_error(tmp_path, _world('<geom type="plane" size="1 1 1"/>'))
     msg = _expand_error(tmp_path, _world('<geom type="plane" size="1 1 1" pos="0 0 0.1"/>'
                                          '<body name="a"><freejoint/><geom type="sphere" size="0.01"/></body>'),
                         ground={"height": 0.0})

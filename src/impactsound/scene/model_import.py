@@ -17,8 +17,11 @@ URDF fixed-joint fusing); this module only reads the compiled ``MjModel`` and tu
   is the world position of the centre of mass of the object's mesh at uniform density, so it is the frame origin
   plus the rotated mesh centre of mass, which equals MuJoCo's ``xipos`` when MuJoCo's inertia also comes from the
   geoms (masses and inertias in the file are not used: ours come from the geometry and the material density).
-* a plane in the world (normal +z) is the scene's ground; other geoms fixed to the world, and bodies on hinge,
-  slide or ball joints, are refused unless none of their geoms collides (then they are ignored).
+* a plane in the world (normal +z) is the scene's ground; other colliding geoms fixed to the world become static
+  objects (``static = true``: one per body welded to the world, one per geom of the world body itself); a body
+  hanging from the world by one hinge or ball joint becomes a jointed object (``joint``, with the joint's world
+  ``anchor`` and hinge ``axis``). Bodies on slide joints, or jointed to another moving body, are refused unless
+  none of their geoms collides (then they are ignored).
 """
 from __future__ import annotations
 
@@ -280,16 +283,16 @@ def objects_from_model_file(path, materials: dict, *, default_material=None, whe
         groups.setdefault(int(weld[model.geom_bodyid[g]]), []).append(g)
 
     ground, plane_name = None, None
+    static: dict[str, tuple[int, list[int]]] = {}    # name -> (frame body, geoms): static props
     for g in groups.get(0, []):           # fixed to the world
         if not collides[g]:
             continue
         b = int(model.geom_bodyid[g])
-        on = "the world body" if b == 0 else f"body '{_body_name(model, b)}' (fixed to the world: no joint)"
         if int(model.geom_type[g]) != _PLANE:
-            raise InputError(f"{where}: {_geom_label(model, g)} ({_GEOM_NAMES.get(int(model.geom_type[g]))}) in {on}"
-                             f" is static geometry, which a scene cannot hold (its only static thing is the ground "
-                             f"plane): remove it, give its body a <freejoint/>, or set contype=\"0\" "
-                             f"conaffinity=\"0\" on it to have it ignored")
+            # static geometry (a table, a shelf): one static object per welded body, one per world-body geom
+            label = _body_name(model, b) if b != 0 else (model.geom(g).name or f"static{g}")
+            static.setdefault(label, (b, []))[1].append(g)
+            continue
         normal = np.asarray(data.geom_xmat[g]).reshape(3, 3)[:, 2]
         if normal[2] < 1 - 1e-9:
             raise InputError(f"{where}: the plane {_geom_label(model, g)} has normal {np.round(normal, 6).tolist()};"
@@ -304,19 +307,27 @@ def objects_from_model_file(path, materials: dict, *, default_material=None, whe
         if r not in groups:
             raise InputError(f"{where}: free body '{name}' has no geoms (nor bodies welded to it with geoms); give "
                              "it a geom or remove it")
+    jointed: dict[int, str] = {}          # body -> "hinge" | "ball": hangs from the world by that joint
     for r, geoms in groups.items():
         if r == 0 or is_free[r] or not collides[geoms].any():
             continue
         jt = mujoco.mjtJoint(int(model.jnt_type[model.body_jntadr[r]])).name[6:].lower()
-        parent = _body_name(model, int(model.body_parentid[r]))
-        raise InputError(f"{where}: body '{_body_name(model, r)}' hangs from '{parent}' by a {jt} joint; scenes "
-                         f"hold free rigid bodies only: remove the joint (to weld it to its parent) or make it a "
-                         f"<freejoint/> body, or set contype=\"0\" conaffinity=\"0\" on its geoms to have it ignored")
-    if not names:
-        raise InputError(f"{where}: {path} has no free bodies (a body with a <freejoint/>, or in a URDF a root link "
-                         "or one on a floating joint); add one, or describe the objects with [[object]] tables")
+        parent = int(model.body_parentid[r])
+        if jt in ("hinge", "ball") and model.body_jntnum[r] == 1 and weld[parent] == 0:
+            jointed[r] = jt
+            continue
+        raise InputError(f"{where}: body '{_body_name(model, r)}' hangs from '{_body_name(model, parent)}' by "
+                         f"{'a ' + jt + ' joint' if model.body_jntnum[r] == 1 else 'several joints'}; scenes hold "
+                         "free bodies, static props and bodies on one hinge or ball joint to the world: remove the "
+                         "joint (to weld it to its parent) or make it a <freejoint/> body, or set contype=\"0\" "
+                         "conaffinity=\"0\" on its geoms to have it ignored")
+    names.update({r: _body_name(model, r) for r in jointed})
+    if not names and not static:
+        raise InputError(f"{where}: {path} has no bodies (a body with a <freejoint/>, or in a URDF a root link "
+                         "or one on a floating joint, static geometry or a hinged body); add one, or describe the "
+                         "objects with [[object]] tables")
 
-    known = set(names.values()) | ({plane_name} if plane_name else set())
+    known = set(names.values()) | set(static) | ({plane_name} if plane_name else set())
     for key in materials:
         if key not in known:
             raise InputError(f"{materials_where}.{key}: {path.name} has no free body named '{key}'; its free bodies:"
@@ -326,17 +337,24 @@ def objects_from_model_file(path, materials: dict, *, default_material=None, whe
     if default_material is not None:
         default_material = _material_value(default_material, f"{materials_where}.default")
 
+    def material_of(name):
+        if name in materials:
+            return _material_value(materials[name], f"{materials_where}.{name}")
+        if default_material is not None:
+            return default_material
+        raise InputError(f"{materials_where}: no material for body '{name}' of {path.name}; add "
+                         f"{name} = \"steel\" (or another material) to [materials], or default = \"...\" for "
+                         f"every body not listed")
+
     objects = []
+    for name, (b, geoms) in static.items():
+        obj = {"name": name, "material": material_of(name), "static": True}
+        p_f, R_f, com = _geometry(model, data, b, geoms, obj, f"{where}: static '{name}'")
+        obj.update(position=[float(x) for x in p_f + R_f @ com], rotation=[float(x) for x in _mat2quat(R_f)])
+        objects.append(obj)
     for r, name in names.items():
         bwhere = f"{where}: body '{name}'"
-        if name in materials:
-            material = _material_value(materials[name], f"{materials_where}.{name}")
-        elif default_material is not None:
-            material = default_material
-        else:
-            raise InputError(f"{materials_where}: no material for body '{name}' of {path.name}; add "
-                             f"{name} = \"steel\" (or another material) to [materials], or default = \"...\" for "
-                             f"every body not listed")
+        material = material_of(name)
         geoms = [g for g in groups[r] if collides[g]] or groups[r]
         obj: dict[str, Any] = {"name": name, "material": material}
         p_f, R_f, com = _geometry(model, data, r, geoms, obj, bwhere)
@@ -347,6 +365,11 @@ def objects_from_model_file(path, materials: dict, *, default_material=None, whe
         v = vel[3:] + np.cross(omega, pos - np.asarray(data.xpos[r]))
         obj.update(position=[float(x) for x in pos], rotation=[float(x) for x in _mat2quat(R_f)],
                    velocity=[float(x) for x in v], angular_velocity=[float(x) for x in omega])
+        if r in jointed:
+            j = int(model.body_jntadr[r])
+            obj.update(joint=jointed[r], anchor=[float(x) for x in data.xanchor[j]], velocity=[0.0, 0.0, 0.0])
+            if jointed[r] == "hinge":
+                obj["axis"] = [float(x) for x in data.xaxis[j]]
         if not all(math.isfinite(x) for x in obj["position"] + obj["velocity"] + obj["angular_velocity"]):
             raise InputError(f"{bwhere}: MuJoCo gives a non-finite initial state; check the file's qpos0/keyframe")
         objects.append(obj)
