@@ -93,17 +93,29 @@ def _event_log_warnings():
         yield
 
 
+#: built-in scenes rendered by ``demo --scene NAME``: scene file in the package data, spectrogram title
+BUILTIN_SCENES = {
+    "table": ("table.toml", "The acceleration-noise paper's table (Chadwick, Zheng & James 2012, sec. 6): dice, "
+              "coin, bearing, key, mug, plate, bowl"),
+    "cymbal": ("cymbal_stand.toml", "A ride cymbal on its stand struck by steel balls, a listener walking past "
+               "(Chadwick, An & James 2009)"),
+}
+
+
 @cli.command()
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("out"),
               show_default=True, help="Output folder for demo.wav and demo.png (debris.wav, debris.png and the "
               "generated scene in debris_scene/ for --scene debris).")
-@click.option("--scene", "which", type=click.Choice(["objects", "debris", "pour", "shells"]), default="objects",
-              show_default=True,
+@click.option("--scene", "which", type=click.Choice(["objects", "debris", "pour", "shells", *BUILTIN_SCENES]),
+              default="objects", show_default=True,
               help="objects: five objects dropped on a wooden floor; debris: hundreds of random convex glass "
                    "fragments falling onto a concrete floor (every fragment's acceleration noise from the proxy "
                    "soundbank); pour: glass beads poured from a funnel into a ceramic cup, empty then partly "
                    "full (DIR/pour.wav, DIR/pour.png); shells: a steel trash can knocked over and a cymbal struck "
-                   "softly then hard, nonlinear and linear thin-shell sound (DIR/shells.wav, DIR/shells.png).")
+                   "softly then hard, nonlinear and linear thin-shell sound (DIR/shells.wav, DIR/shells.png); "
+                   "table: the acceleration-noise paper's table with its dice, coin, ball bearing, key, mug, plate "
+                   "and bowl (DIR/table.*); cymbal: a ride cymbal on its stand struck by falling steel balls, "
+                   "heard by a listener walking past (binaural; DIR/cymbal.*).")
 @click.pass_obj
 def demo(obj: _Ctx, out_dir: Path, which: str):
     """Render a built-in demo scene to DIR/demo.wav and DIR/demo.png (or DIR/debris.wav and DIR/debris.png)."""
@@ -126,6 +138,10 @@ def demo(obj: _Ctx, out_dir: Path, which: str):
         scene = load_scene(toml)
         name, title = "debris", (f"impactsound debris demo: {len(scene.bodies)} glass fragments falling onto a "
                                  "concrete floor")
+    elif which in BUILTIN_SCENES:
+        file, title = BUILTIN_SCENES[which]
+        scene = load_scene(demo_scene_path().parent / file)
+        name = which
     else:
         scene = load_scene(demo_scene_path())
         name, title = "demo", "impactsound demo: bowl, bar, block, ball and die dropped on a wooden floor"

@@ -68,7 +68,8 @@ class ObjectSpec(_Strict):
     euler_deg: Vec3 | None = None      # alternative to rotation: intrinsic x-y-z angles [deg]
     velocity: Vec3 = (0.0, 0.0, 0.0)   # [m/s]
     angular_velocity: Vec3 = (0.0, 0.0, 0.0)  # world frame [rad/s]
-    transfer: str | None = None        # FFAT transfer asset for this object (relative to the scene file)
+    transfer: str | None = None        # FFAT transfer asset for this object (relative to the scene file), or
+                                       # "low_order" (the compact model: large props whose FDTD grid is too big)
     acceleration_noise: str | None = None   # this object's acceleration-noise model (overrides the scene's)
     shell: ShellSpec | None = None     # a thin shell (scene/shell_body.py): thickness, dynamics, radiation
     static: bool = False               # a prop that never moves (a table): collides and sounds
@@ -186,7 +187,7 @@ def _mesh_object(o: ObjectSpec, where: str, base: Path, material: Material):
         raise MeshError(f"{field}: {exc}") from None
     if o.scale != 1.0:
         mesh.apply_scale(o.scale)
-    check_surface(mesh, field, density=material.rho, scale=o.scale)
+    check_surface(mesh, field, density=material.rho, scale=o.scale, warn=not o.static)
     if int(mesh.body_count) > 1:        # shells that touch or overlap (check_surface refuses separate ones)
         mesh = union_surface(mesh, field)
         check_surface(mesh, field, warn=False)
@@ -204,7 +205,8 @@ def _body(i: int, o: ObjectSpec, base: Path, src: str) -> Body:
     elif o.shape is not None:
         mesh = make_primitive(o.shape, o.size, where)
         source = f"primitive:{o.shape}:{sorted(o.size.items())}"
-        check_surface(mesh, where, density=material.rho)
+        # a static prop (a table, a counter) is allowed to be large: no size warning for it
+        check_surface(mesh, where, density=material.rho, warn=not o.static)
     else:
         mesh, source = _mesh_object(o, where, base, material)
     pos = _finite(o.position, where + ".position")
@@ -227,7 +229,9 @@ def _body(i: int, o: ObjectSpec, base: Path, src: str) -> Body:
     else:
         body_mesh = mesh                # already in the body frame (the shell's centre of mass)
     transfer = ""
-    if o.transfer is not None:
+    if o.transfer == "low_order":
+        transfer = "low_order"          # this object radiates with the compact model (large props: table tops)
+    elif o.transfer is not None:
         tpath = (base / o.transfer).resolve()
         if not tpath.is_file():
             raise InputError(f"{where}.transfer = '{o.transfer}': {tpath} not found; make it with `impactsound "

@@ -501,6 +501,10 @@ def transfer_models(scene, models: dict, progress=QUIET) -> tuple[dict, dict]:
             continue
         used[name] = "low_order (monopole + dipole; approximate)"
         modal_path = cache_dir() / f"modal_{model.inputs_hash[:40]}.h5"
+        if given.get(name) == "low_order":
+            used[name] = "low_order (monopole + dipole; approximate: the object asks for it, transfer = 'low_order')"
+            progress.message(f"  {name}: radiation {used[name]}")
+            continue
         if given.get(name):
             try:
                 out[name] = TransferModel.load(given[name], model)
