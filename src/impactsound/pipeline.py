@@ -226,6 +226,7 @@ def render_scene(scene: Scene | str | Path | dict, progress: Progress = QUIET, e
     # the bodies' recorded motion (radiation follows them while they ring; transfer/motion.py), when the dynamics
     # gave it: {body index: Trajectory}
     motion = {i: tr for i, tr in enumerate(getattr(events, "motion", None) or [])}
+    resting = dict(getattr(events, "resting", None) or {})
     # Contacts slower than v_min are static contact, not collisions (Chadwick, Zheng & James 2012, sec. 4.3).
     slow = events.vn < V_MIN
     if slow.any():
@@ -236,7 +237,7 @@ def render_scene(scene: Scene | str | Path | dict, progress: Progress = QUIET, e
     ears = np.array([l.ear if l.ear is not None else np.full(3, np.nan) for l in scene.listeners], np.float64)
     n = int(round(scene.duration * scene.sample_rate))
     ctx = RenderContext(scene, events, listeners, ears.reshape(-1, 3), scene.sample_rate, n, progress,
-                        motion=motion)
+                        motion=motion, resting=resting)
     stems: dict[str, dict[str, np.ndarray]] = {}
     info: dict = {"sources": list(scene.sources)}
     objects: dict = {b.name: {} for b in scene.bodies}

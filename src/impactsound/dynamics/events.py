@@ -96,8 +96,9 @@ class EventLog:
         Names of the scene bodies, by index (used when writing CSV).
 
     A log made by the dynamics also carries ``motion``: one Trajectory per body (poses recorded at >= 1 kHz,
-    scene/trajectory.py), which radiation follows while a body rings (transfer/motion.py). It is kept by
-    :meth:`select` and :meth:`sorted`; CSV and NPZ files hold only the poses at the events.
+    scene/trajectory.py), which radiation follows while a body rings (transfer/motion.py), and ``resting``:
+    {body index: [Rest, ...]} where bodies lie still on supports (dynamics/resting.py; resting contact damping).
+    Both are kept by :meth:`select` and :meth:`sorted`; CSV and NPZ files hold only the poses at the events.
     """
 
     t: np.ndarray
@@ -163,8 +164,9 @@ class EventLog:
         """
         kw = {f.name: getattr(self, f.name)[mask] for f in fields(self) if f.name != "body_names"}
         out = EventLog(**kw, body_names=list(self.body_names))
-        if getattr(self, "motion", None) is not None:
-            out.motion = self.motion            # the bodies' recorded motion (not per event): kept whole
+        for extra in ("motion", "resting"):     # the bodies' recorded motion and rests (not per event): kept whole
+            if getattr(self, extra, None) is not None:
+                setattr(out, extra, getattr(self, extra))
         return out
 
     def sorted(self) -> "EventLog":

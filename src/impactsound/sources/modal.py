@@ -65,7 +65,7 @@ class ModalSource:
 
     def __init__(self, bodies, models, ground, air, *, mode_cutoff_db: float | None = 100.0,
                  n_threads: int | None = None, transfers: dict | None = None, ears=None, motion: dict | None = None,
-                 listeners=None, follow: bool = True):
+                 listeners=None, follow: bool = True, resting: dict | None = None):
         self.bodies = list(bodies)
         check_objects_known("ModalSource", "modal models", models, self.bodies)
         self.models = dict(models)
@@ -80,9 +80,11 @@ class ModalSource:
         self.ears = None if ears is None else np.asarray(ears, np.float64)
         # radiation that follows the bodies and listeners (sources/modal_moving.py): {body index: Trajectory} of
         # recorded motion, and the listener channels (scene Listener objects; None: fixed at the render's positions)
-        self.motion = dict(motion or {})
+        self.motion = dict(enumerate(motion)) if isinstance(motion, (list, tuple)) else dict(motion or {})
         self.listener_channels = None if listeners is None else list(listeners)
         self.follow = bool(follow)
+        # {body index: [Rest, ...]}: where bodies lie still on supports, damping their modes (sources/resting.py)
+        self.resting = dict(resting or {})
         self._surface: dict[str, SurfaceCurvature] = {}
         self._moments: dict[str, tuple[np.ndarray, np.ndarray]] = {}
 
@@ -158,7 +160,8 @@ class ModalSource:
             idx = np.flatnonzero(keep)
             traj = self._moving_trajectory(i, events, bc)
             if traj is not None:
-                y[:] = self._render_moving(body.name, model, idx, bc, events.t[rows], imp, traj, L_w, fs, n_samples)
+                y[:] = self._render_moving(body.name, model, idx, bc, events.t[rows], imp, traj, L_w, fs, n_samples,
+                                           rests=self.resting.get(i))
                 continue
             ears = np.full((len(L_w), 3), np.nan) if self.ears is None else self.ears
             mics = ~np.isfinite(ears).all(axis=1)
@@ -180,9 +183,16 @@ class ModalSource:
     def _moving_trajectory(self, i, events, bc):
         """The trajectory body i radiates along, or None where the frozen (per-impact) radiation is exact: the body
         does not move and no listener does (or ``follow`` is off)."""
+        traj = self.motion.get(i)
         if not self.follow:
             return None
-        traj = self.motion.get(i)
+        if self.resting.get(i):
+            # resting contact damping varies in time: the moving renderer carries it (for a body at rest it gives
+            # the frozen renderer's samples)
+            if traj is not None and traj.quaternion is not None:
+                return traj
+            from ..transfer.motion import static_trajectory
+            return static_trajectory(self.bodies[i].position, self.bodies[i].quaternion)
         if traj is not None and traj.quaternion is not None and traj.moves:
             return traj
         if not self._listeners_move():
@@ -196,7 +206,19 @@ class ModalSource:
         quat = np.where(bc.on_b[:, None], events.quat_b[rows], events.quat_a[rows])
         return event_trajectory(events.t[rows], pos, quat)
 
-    def _render_moving(self, name, model, idx, bc, t0, imp, traj, L_w, fs, n_samples):
+    def _rest_damping(self, name, model, idx, rests):
+        """(len(rests), len(idx)) extra decay rates [1/s] of the modes idx while the body rests (sources/resting.py)."""
+        from .resting import rest_damping
+        body = next(b for b in self.bodies if b.name == name)
+
+        def support_material(k):
+            if k < 0:
+                return self.ground.material if self.ground is not None else body.material
+            return self.bodies[k].material
+        surf = self.surfaces()[name]
+        return np.stack([rest_damping(model, surf, r, body.material, support_material, idx) for r in rests])
+
+    def _render_moving(self, name, model, idx, bc, t0, imp, traj, L_w, fs, n_samples, rests=None):
         """Pressure (L, n) of the modes idx of a body moving along ``traj`` and/or heard by moving listeners: the
         radiation weight of every mode is evaluated at control frames (>= 1 kHz) at the body's pose at the
         emission time and the listener's position (transfer/motion.py), and the modal state is read at the
@@ -281,6 +303,11 @@ class ModalSource:
             geom_e[:, :, 0] = P.real * gsh
             geom_e[:, :, 1] = -P.imag / omega[sel] * gsh
             groups.append((sel, imp[:, ffat], w_ffat, geom_e, np.eye(len(sel))))
+        dsig = None
+        if rests:
+            from .resting import ramp
+            dsig = self._rest_damping(name, model, idx, rests)                         # (R, len(idx))
+            T_emit = geo.T[:, 0]                         # the body rests at emission time (first listener's)
         for sel, imp_g, wfun, geom_e, basis in groups:
             if geom_e.shape[-1] == 4 and binaural.any():
                 # binaural contact samples: the head shadow folds into the compact weights per mode, so expand the
@@ -296,8 +323,16 @@ class ModalSource:
                     wr, wi = wr * g, wi * g
                 return wr, wi
 
+            damping = None
+            if dsig is not None:
+                cols = np.searchsorted(idx, sel)
+
+                def damping(frames, cols=cols):
+                    return ramp(T_emit[frames], rests).T @ dsig[:, cols]
+
             y += synthesize_moving(omega[sel], xi[sel], t0, bc.tau, imp_g, geo.delay, weights, H, geom_e, basis,
-                                   fs, n_samples, cutoff_db=self.mode_cutoff_db, n_threads=self.n_threads)
+                                   fs, n_samples, cutoff_db=self.mode_cutoff_db, n_threads=self.n_threads,
+                                   damping=damping)
         return y
 
     def _render_modes(self, name, model, idx, t0, tau, imp, xl_b, fs, n_samples):
@@ -359,6 +394,10 @@ class ModalOptions(BaseModel):
         "BEM FFAT maps of the first transfer_max_modes modes (reference, slow); low_order = monopole + dipole "
         "(approximate)")
     transfer_max_modes: int = Field(default=20, ge=1, description="modes given BEM FFAT maps with transfer = ffat")
+    resting_damping: bool = Field(
+        default=True, description="a body lying still on a support loses vibration into it: extra modal damping "
+        "from each resting contact's radiation dashpot (Lysmer's analog under the Hertz patch), switched on and "
+        "off over 10 ms")
     radiation: Literal["follow", "frozen"] = Field(
         default="follow", description="follow = each mode radiates from the body's current pose to the listener's "
         "current position (1 kHz control rate, Doppler; moving bodies and listeners); frozen = each impact's ring "
@@ -538,7 +577,8 @@ def render(prep: ModalPrepared, ctx) -> dict:
     opt = ctx.scene.options.get("modal")
     src = ModalSource(ctx.scene.bodies, prep.models, ctx.scene.ground, ctx.scene.air, transfers=prep.transfers,
                       ears=ctx.ears, motion=ctx.motion, listeners=ctx.scene.listeners,
-                      follow=getattr(opt, "radiation", "follow") == "follow")
+                      follow=getattr(opt, "radiation", "follow") == "follow",
+                      resting=ctx.resting if getattr(opt, "resting_damping", True) else None)
     ctx.set_surfaces("model", src.surfaces())
     with ctx.progress.stage("modal synthesis"):
         return src.render(ctx.events, ctx.listeners, ctx.sample_rate, ctx.duration,

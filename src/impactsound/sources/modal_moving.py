@@ -46,7 +46,7 @@ from .modal_kernel import _NEVER, BLOCK, _contact_terms, _I, _scatter_contact, m
 
 @njit(cache=True, nogil=True, fastmath=True)
 def _run_moving_block(b0, b1, zr, zi, pr, pim, sr, si, wd, j0, l, order_l, ninj_l, state, t0, tau, imp, dly, H,
-                      Wr, Wi, k0, dt, alive_len, out):
+                      Wr, Wi, Ex, has_ex, k0, dt, alive_len, out):
     """Advance one (chunk, listener) item over samples [b0, b1), writing sum_j Im(W_j Z_j) to out[0 : b1 - b0].
 
     zr, zi: (mc,) emission-time state; pr, pim: (mc,) the pole e^{s dT} of frame state[2] (kept between calls);
@@ -56,7 +56,9 @@ def _run_moving_block(b0, b1, zr, zi, pr, pim, sr, si, wd, j0, l, order_l, ninj_
 
     The pole of frame k is that of frame k - 1 times e^{-s (dd_k - dd_{k-1})}, dd_k = (d_{k+1} - d_k) / H: the delay
     rate changes slowly, so the ratio is a short Taylor series (|x| < 1e-3: fourth order, error < 1e-17); a jump
-    (or the first frame) takes the exact exponential."""
+    (or the first frame) takes the exact exponential. With ``has_ex``, Ex (Kb, m) adds a decay rate e_jk [1/s] per
+    frame (resting contact damping): the pole is e^{(s - e) dT}; a frame whose e differs from the previous one's
+    takes the exact exponential."""
     mc = zr.shape[0]
     n_ev = order_l.shape[0]
     ra = Wr[0, l, j0:j0 + mc]
@@ -74,10 +76,20 @@ def _run_moving_block(b0, b1, zr, zi, pr, pim, sr, si, wd, j0, l, order_l, ninj_
             # frame k: its pole (emission time step dT_k) and weights at both ends
             kp = state[2]
             ddk = (dly[k + 1, l] - dly[k, l]) / H
-            if kp < 0 or kp != k - 1:
+            changed = False
+            if has_ex:
+                if k - 1 < k0:
+                    changed = True
+                else:
+                    for jj in range(mc):
+                        if Ex[k - k0, j0 + jj] != Ex[k - 1 - k0, j0 + jj]:
+                            changed = True
+                            break
+            if kp < 0 or kp != k - 1 or changed:
                 dT = dt - ddk
                 for jj in range(mc):
-                    e = np.exp(complex(sr[jj], si[jj]) * dT)
+                    ex = Ex[k - k0, j0 + jj] if has_ex else 0.0
+                    e = np.exp(complex(sr[jj] - ex, si[jj]) * dT)
                     pr[jj] = e.real
                     pim[jj] = e.imag
             else:
@@ -86,7 +98,7 @@ def _run_moving_block(b0, b1, zr, zi, pr, pim, sr, si, wd, j0, l, order_l, ninj_
                     if smax * abs(step) < 1e-3:
                         for jj in range(mc):
                             # r = e^x, x = -s step, by Horner in real arithmetic (vectorised over modes)
-                            xr = -step * sr[jj]
+                            xr = -step * (sr[jj] - (Ex[k - k0, j0 + jj] if has_ex else 0.0))
                             xi = -step * si[jj]
                             ur = 1.0 / 6.0 + xr * (1.0 / 24.0)
                             ui = xi * (1.0 / 24.0)
@@ -100,7 +112,8 @@ def _run_moving_block(b0, b1, zr, zi, pr, pim, sr, si, wd, j0, l, order_l, ninj_
                     else:
                         dT = dt - ddk
                         for jj in range(mc):
-                            e = np.exp(complex(sr[jj], si[jj]) * dT)
+                            ex = Ex[k - k0, j0 + jj] if has_ex else 0.0
+                            e = np.exp(complex(sr[jj] - ex, si[jj]) * dT)
                             pr[jj] = e.real
                             pim[jj] = e.imag
             state[2] = k
@@ -251,7 +264,7 @@ def _ringing_frames(ninj, alive: int, H: int, K: int) -> np.ndarray:
 
 def synthesize_moving(omega, xi, t0, tau, impulse, delay_frames, weights: Callable, hop: int,
                       contact_geom, contact_basis, sample_rate: float, n_samples: int, *,
-                      cutoff_db: float | None = None, n_threads: int | None = None) -> np.ndarray:
+                      cutoff_db: float | None = None, n_threads: int | None = None, damping=None) -> np.ndarray:
     """Modal responses to half-sine impacts radiated with time-varying weights and delays (module docstring).
 
     Parameters
@@ -281,6 +294,9 @@ def synthesize_moving(omega, xi, t0, tau, impulse, delay_frames, weights: Callab
         Output length.
     cutoff_db, n_threads
         As :func:`~.modal_kernel.synthesize`.
+    damping : callable, optional
+        damping(frames) -> (len(frames), m): an extra decay rate [1/s] of every mode at those control frames
+        (resting contact damping, sources/resting.py), >= 0; None: none.
 
     Returns
     -------
@@ -360,6 +376,13 @@ def synthesize_moving(omega, xi, t0, tau, impulse, delay_frames, weights: Callab
                 if wr.shape != (len(frames), L, m) or wi.shape != wr.shape:
                     raise InputError(f"synthesize_moving: weights(frames) must have shape {(len(frames), L, m)}, "
                                      f"got {wr.shape}")
+            if damping is None:
+                Ex = np.zeros((1, 1))
+            else:
+                Ex = np.ascontiguousarray(damping(np.arange(k0, k1)), np.float64)
+                if Ex.shape != (k1 - k0, m) or not np.all(np.isfinite(Ex) & (Ex >= 0)):
+                    raise InputError(f"synthesize_moving: damping(frames) must be finite, >= 0 and of shape "
+                                     f"{(k1 - k0, m)}")
             if len(frames) == k1 - k0:
                 Wr, Wi = np.ascontiguousarray(wr, np.float64), np.ascontiguousarray(wi, np.float64)
             else:
@@ -375,7 +398,7 @@ def synthesize_moving(omega, xi, t0, tau, impulse, delay_frames, weights: Callab
                 ssr, ssi, wwd = polys[c]
                 _run_moving_block(b0, b1, zs[i][0], zs[i][1], ps[i][0], ps[i][1], ssr, ssi, wwd, a, l, order[l],
                                   ninj_c[l], states[i],
-                                  t0, tau, imp, dly, H, Wr, Wi, k0, dt, alive[c], part[i])
+                                  t0, tau, imp, dly, H, Wr, Wi, Ex, damping is not None, k0, dt, alive[c], part[i])
 
             if ex is None:
                 for i in range(len(items)):

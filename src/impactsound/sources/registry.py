@@ -85,6 +85,7 @@ class RenderContext:
     progress: Any
     _stages: dict = field(default_factory=dict, repr=False)
     motion: dict = field(default_factory=dict)
+    resting: dict = field(default_factory=dict)      # {body index: [Rest]} (dynamics/resting.py)
 
     @property
     def listeners_move(self) -> bool:
