@@ -644,9 +644,10 @@ def simulate(bodies, ground, duration: float, timestep: float = 2e-4, *, v_min: 
         P = np.concatenate([res.trajectory_position, res.position[None]])
         Q = np.concatenate([res.trajectory_quaternion, res.quaternion[None]])
         log.motion = [compress_motion(t, P[:, i], Q[:, i]) for i in range(len(bodies))]
-        # where each body lies still on its supports (resting contact damping, sources/resting.py)
+        # where each free body lies still on its supports (resting contact damping, sources/resting.py); static and
+        # jointed bodies are held, not resting
         from .resting import resting_stretches
-        log.resting = {i: r for i in range(len(bodies))
+        log.resting = {i: r for i in range(len(bodies)) if getattr(bodies[i], "mount", None) is None
                        if (r := resting_stretches(t, P[:, i], Q[:, i], res.raw, i, float(np.linalg.norm(
                            np.ptp(np.asarray(bodies[i].mesh.vertices), axis=0))), float(timestep)))}
     return log

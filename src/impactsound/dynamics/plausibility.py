@@ -149,8 +149,10 @@ def _check_sign(c: _Ctx) -> list[str]:
 
 def _check_impulse(c: _Ctx) -> list[str]:
     log = c.log
-    # index -1 (ground) -> 0; a static or fixed body is as immovable as the ground: the other body's mass bounds J
-    mass = np.array([0.0 if getattr(b, "immovable", False) else float(b.mass) for b in c.bodies] + [0.0])
+    # index -1 (ground) -> 0. A static or fixed body keeps its own mass here: the bound stays as loose as for a
+    # free body of that mass (an engine's merged collision of a body landing flat on a prop carries more than
+    # 2 m vn of the lighter body)
+    mass = np.array([float(b.mass) for b in c.bodies] + [0.0])
     m = np.maximum(mass[log.a], mass[log.b])
     vn = log.vn
     jabs = np.linalg.norm(log.impulse, axis=1)

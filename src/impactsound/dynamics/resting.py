@@ -1,8 +1,9 @@
 """Where bodies lie still: resting stretches found from the recorded motion and the engine's contacts.
 
 A body rests during a stretch of at least ``min_duration`` in which its centre of mass and rim move slower than
-``v_rest`` and it touches something (the ground, a static prop, another body). For each stretch we keep its
-supports as the engine reports them in the stretch's middle step: contact points and normals in the body frame
+``v_rest`` and something holds it up (the ground, a static prop, another body: a contact whose normal points up
+into it, within 60 degrees of +z). For each stretch we keep those supports as the engine reports them in the
+stretch's middle step: contact points and normals in the body frame
 (normals from the support into the body), the normal force of each and what supports it. Radiation damping at
 those contacts (sources/resting.py) then damps the body's modes while it rests.
 """
@@ -18,6 +19,8 @@ from ..rotation import quat_to_matrix
 V_REST = 0.01
 #: shortest stretch of stillness that counts as resting [s]
 MIN_REST = 0.05
+#: a support pushes the body up: the z component of its normal (from the support into the body) exceeds this
+SUPPORT_COS = 0.5
 
 
 @dataclass
@@ -72,7 +75,8 @@ def resting_stretches(t, position, quaternion, raw, body: int, size: float, dt: 
         on_b = raw.b[rows] == body
         n_w = np.where(on_b[:, None], raw.normal[rows], -raw.normal[rows])
         f = np.abs(np.einsum("ij,ij->i", raw.impulse[rows], raw.normal[rows])) / dt
-        keep = f > 0
+        # supports bear the body's weight: contacts pushing it up (a cup on top of a book is not the book's support)
+        keep = (f > 0) & (n_w[:, 2] > SUPPORT_COS)
         if not keep.any():
             continue
         out.append(Rest(float(t[i0]), float(t[i1]), (raw.point[rows][keep] - P[k]) @ R, n_w[keep] @ R, f[keep],
