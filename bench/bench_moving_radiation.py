@@ -7,6 +7,11 @@ retarded geometry and the weights of every frame (transfer/motion.py). Goal: the
 the static render of the same events. Prints times, the ratio, x real time and peak memory.
 
     .venv/bin/python bench/bench_moving_radiation.py [--seconds 5] [--modes 200] [--events 40] [--listeners 2]
+    .venv/bin/python bench/bench_moving_radiation.py --scene [SCENE.toml] [--transfer low_order|auto]
+
+With ``--scene`` (default: the built-in demo) it times the modal source's render of a real scene's events side by
+side instead: radiation = "follow" (every body that moved, and every resting one, through the moving renderer)
+against "frozen" (each impact's ring in its impact pose), with the same prepared models and events.
 """
 from __future__ import annotations
 
@@ -25,8 +30,47 @@ from impactsound.transfer.motion import control_hop, retarded_geometry
 C, RHO, FS = 343.2, 1.2041, 48000
 
 
+def scene_bench(path, transfer, repeat):
+    """Modal render of a scene's events, follow vs frozen (module docstring)."""
+    from impactsound.pipeline import scene_events
+    from impactsound.scene import demo_scene_path, load_scene
+    from impactsound.sources import modal as M
+    from impactsound.sources.modal import ModalSource
+    import tomllib
+    p = path or demo_scene_path()
+    d = tomllib.loads(open(p).read())
+    d.setdefault("source", {}).setdefault("modal", {})["transfer"] = transfer
+    from pathlib import Path
+    sc = load_scene(d, base=Path(p).parent)
+    ev = scene_events(sc)
+    ev = ev.select(ev.vn >= 0.05)
+    prep = M.prepare(sc)
+    L = np.array([l.position for l in sc.listeners])
+
+    def run(follow):
+        src = ModalSource(sc.bodies, prep.models, sc.ground, sc.air, transfers=prep.transfers, motion=ev.motion,
+                          listeners=sc.listeners, follow=follow, resting=ev.resting if follow else None)
+        return src.render(ev, L, sc.sample_rate, sc.duration)
+
+    run(True), run(False)
+    tf, tz = [], []
+    for _ in range(repeat):
+        t = time.perf_counter(); run(True); tf.append(time.perf_counter() - t)
+        t = time.perf_counter(); run(False); tz.append(time.perf_counter() - t)
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    moving = sum(tr.moves for tr in (getattr(ev, "motion", None) or []))
+    print(f"{p}: {len(ev)} events, {len(sc.bodies)} bodies ({moving} move), {sc.duration:g} s, radiation "
+          f"{transfer}")
+    print(f"frozen modal render : {min(tz) * 1e3:8.1f} ms")
+    print(f"follow modal render : {min(tf) * 1e3:8.1f} ms")
+    print(f"ratio follow/frozen : {min(tf) / min(tz):.2f}  (goal <= 2)")
+    print(f"peak RSS            : {rss:.0f} MiB")
+
+
 def main():
     ap = argparse.ArgumentParser()
+    ap.add_argument("--scene", nargs="?", const="", default=None, help="time a scene's modal render instead")
+    ap.add_argument("--transfer", default="low_order", help="radiation of the scene's objects")
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--modes", type=int, default=200)
     ap.add_argument("--events", type=int, default=40)
@@ -34,6 +78,8 @@ def main():
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--profile", action="store_true", help="profile one moving render")
     a = ap.parse_args()
+    if a.scene is not None:
+        return scene_bench(a.scene or None, a.transfer, a.repeat)
     rng = np.random.default_rng(0)
     m, E, L, n = a.modes, a.events, a.listeners, int(a.seconds * FS)
     w = 2 * np.pi * np.sort(rng.uniform(80.0, 20000.0, m))
