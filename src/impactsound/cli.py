@@ -95,10 +95,8 @@ def _event_log_warnings():
 
 #: built-in scenes rendered by ``demo --scene NAME``: scene file in the package data, spectrogram title
 BUILTIN_SCENES = {
-    "table": ("table.toml", "The acceleration-noise paper's table (Chadwick, Zheng & James 2012, sec. 6): dice, "
-              "coin, bearing, key, mug, plate, bowl"),
-    "cymbal": ("cymbal_stand.toml", "A ride cymbal on its stand struck by steel balls, a listener walking past "
-               "(Chadwick, An & James 2009)"),
+    "table": ("table.toml", "PAN paper's table (Chadwick et al. 2012): dice, coin, bearing, key, mug, plate, bowl"),
+    "cymbal": ("cymbal_stand.toml", "Ride cymbal on a stand, struck by steel balls; a listener walks past"),
 }
 
 
