@@ -127,3 +127,28 @@ def retarded_geometry(body: Trajectory, t, listeners, c: float, *, iterations: i
     x_b = np.einsum("klji,klj->kli", pose.rotation, rel)            # R^T (x_l - X)
     m_r = np.einsum("kli,kli->kl", pose.velocity, rel) / np.where(r > 0, r, 1.0) / c
     return RetardedGeometry(T, tt - T, x_b, pose.position, 1.0 / (1.0 - m_r) ** 2)
+
+
+def emission_keyframes(body: Trajectory, T, listeners, c: float, *, iterations: int = 8):
+    """Keyframes uniform in emission time: for each emission time T_k (K,) [s] and listener channel (objects with
+    ``position_at``), the time t_kl [s] the sound emitted at T_k reaches it (t = T + |x_l(t) - X(T)| / c, fixed
+    point), the listener there in the body frame x_b (K, L, 3) [m], the convective amplification (1 - M_r)^-2
+    (K, L), the listener's world position (K, L, 3) and the source's (K, 3). Renderers that step a body's state in
+    emission time (the shell source) take their radiation from these."""
+    T = np.asarray(T, np.float64)
+    pose = body_pose(body, T)
+    X = pose.position                                                  # (K, 3)
+    t = np.stack([T + np.linalg.norm(l.position_at(T) - X, axis=-1) / c for l in listeners], axis=1)
+    for _ in range(iterations):
+        xl = np.stack([l.position_at(t[:, i]) for i, l in enumerate(listeners)], axis=1)
+        t_new = T[:, None] + np.linalg.norm(xl - X[:, None], axis=-1) / c
+        done = np.max(np.abs(t_new - t)) < 1e-13
+        t = t_new
+        if done:
+            break
+    xl = np.stack([l.position_at(t[:, i]) for i, l in enumerate(listeners)], axis=1)   # (K, L, 3)
+    rel = xl - X[:, None]
+    r = np.linalg.norm(rel, axis=-1)
+    x_b = np.einsum("kji,klj->kli", pose.rotation, rel)
+    m_r = np.einsum("ki,kli->kl", pose.velocity, rel) / np.where(r > 0, r, 1.0) / c
+    return t, x_b, 1.0 / (1.0 - m_r) ** 2, xl, X

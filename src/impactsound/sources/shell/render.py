@@ -26,8 +26,10 @@ Choices (the package's, stated):
   default for open shells) or of BEM FFAT maps (ffat.py), applied to the mode's acceleration and its quadrature
   w_j q'_j; or the delay-binned surface sum of radiation.py (low_order: each triangle's normal acceleration
   delayed by its own distance / c). Weights are taken at each event's pose (listeners in the body frame then)
-  and cross-faded linearly in time between consecutive events of the body (a tumbling shell's pose is known at
-  its events). Binaural listeners get the spherical-head shadow of each mode at its frequency, as the modal
+  and cross-faded linearly in time between consecutive events of the body; when the shell or a listener moves,
+  at keyframes of the control rate instead (>= 1 kHz in the shell's emission time: its recorded pose, the
+  listener where that sound reaches it, the moving source's amplification; source.py, transfer/motion.py), the
+  transfer evaluated every KEY_STEP_WAVELENGTHS of listener motion and interpolated between. Binaural listeners get the spherical-head shadow of each mode at its frequency, as the modal
   source does.
 * Output: the pressure is summed at the simulation rate and brought to the output rate with a polyphase low-pass
   (scipy.signal.resample_poly). Stepping stops once no impulse is left and the modal energy has fallen 120 dB
@@ -156,14 +158,47 @@ def radiation_weights(radiator, points, c: float, rho: float, rate: float, omega
     return B, d0, True
 
 
+#: keyframed transfer is evaluated where the body-frame listener has moved this fraction of the shortest kept
+#: wavelength since the last evaluation, and interpolated linearly in between (error ~ (2 pi x fraction)^2 / 8:
+#: 0.3 % at 1/40)
+KEY_STEP_WAVELENGTHS = 1.0 / 40.0
+
+
+def keyframe_weights(radiator, xl_b, c: float, rho: float, rate: float, omega):
+    """radiation_weights for keyframes xl_b (K, L, 3): a transfer radiator is evaluated only where the listener
+    (body frame, any channel) has moved KEY_STEP_WAVELENGTHS of the shortest wavelength 2 pi c / max(omega) since
+    the last evaluation (always at the first and last keyframe), its complex transfer interpolated linearly in
+    between; the bulk delay and its fraction are exact at every keyframe. A delay-binned radiator is evaluated at
+    every keyframe. Returns (B (K L, bins, m), d0 (K L,), quadrature)."""
+    K, L = xl_b.shape[:2]
+    P = np.asarray(xl_b, np.float64)
+    if hasattr(radiator, "delay_weights") or K < 3:
+        return radiation_weights(radiator, P.reshape(-1, 3), c, rho, rate, omega)
+    tol = KEY_STEP_WAVELENGTHS * 2 * np.pi * float(c) / float(np.max(omega))
+    step = np.linalg.norm(np.diff(P, axis=0), axis=-1).max(axis=1)                # (K - 1,)
+    bucket = np.floor(np.concatenate([[0.0], np.cumsum(step)]) / tol)
+    S = np.unique(np.concatenate([[0], np.flatnonzero(np.diff(bucket) > 0) + 1, [K - 1]]))
+    A_s = np.asarray(radiator.transfer(P[S].reshape(-1, 3), c, rho)).reshape(len(S), L, -1)
+    seg = np.clip(np.searchsorted(S, np.arange(K), side="right") - 1, 0, len(S) - 2)
+    w = ((np.arange(K) - S[seg]) / np.maximum(S[seg + 1] - S[seg], 1))[:, None, None]
+    A = (1.0 - w) * A_s[seg] + w * A_s[seg + 1]                                      # (K, L, r)
+    x = np.sqrt((P**2).sum(axis=-1)).reshape(-1) * float(rate) / float(c)
+    d0 = np.floor(x).astype(np.int64)
+    A = A.reshape(K * L, -1) * np.exp(1j * np.outer(x - d0, np.asarray(omega, np.float64) / float(rate)))
+    return np.concatenate([A.real, A.imag], axis=1)[:, None, :], d0, True
+
+
 def render_shell(sound: ShellSound, t0, tau, face, bary, J_b, xl_b, sample_rate: int, n_samples: int, *,
-                 c: float, rho: float, gains=None, progress=None) -> tuple[np.ndarray, dict]:
+                 c: float, rho: float, gains=None, progress=None, keyframes=None) -> tuple[np.ndarray, dict]:
     """Pressure (L, n_samples) [Pa] of one shell struck by n events.
 
     t0 (n,) [s] event times (ascending), tau (n,) Hertz contact times [s], face (n,), bary (n, 3) contact points on
     the mid-surface, J_b (n, 3) impulses on the shell (body frame) [N s], xl_b (n, L, 3) listener positions in the
     body frame at each event [m]; gains: optional (n, L, r) per-mode factors (head shadow); c [m/s], rho
-    [kg/m^3]. Returns (pressure, stats) with stats: rate, steps run, limiter counts."""
+    [kg/m^3]. ``keyframes`` = (times (K,) [s] ascending, in the shell's own (emission) time, x_b (K, L, 3), gains
+    (K, L, r) or None): radiation keyframes to use instead of the events' (a moving shell or listener, at the
+    control rate; transfer/motion.py emission_keyframes). Returns (pressure, stats) with stats: rate, steps run,
+    limiter counts."""
     fs = float(sample_rate)
     r = sound.r
     n_ev = len(t0)
@@ -183,12 +218,21 @@ def render_shell(sound: ShellSound, t0, tau, face, bary, J_b, xl_b, sample_rate:
         gains = np.asarray(gains)[order]
     I = sound.modal_impulses(face, bary, J_b)
     steps, F = impulse_schedule(t0, tau, I, dt, n_steps)
-    # radiation keyframes at each event's pose (module docstring)
-    B, d0, quad = radiation_weights(sound.radiator, xl_b.reshape(-1, 3), c, rho, rate, omega)
+    # radiation keyframes at each event's pose (module docstring), or the given ones
+    te = t0
+    if keyframes is not None:
+        te, xl_b, gains = keyframes
+        te = np.asarray(te, np.float64)
+        xl_b = np.asarray(xl_b, np.float64)
+    n_key = len(te)
+    if keyframes is not None:
+        B, d0, quad = keyframe_weights(sound.radiator, xl_b, c, rho, rate, omega)
+    else:
+        B, d0, quad = radiation_weights(sound.radiator, xl_b.reshape(-1, 3), c, rho, rate, omega)
     nb_bins = B.shape[1]
     nsig = B.shape[2]                                                           # r, or 2 r with quadrature
-    B = B.reshape(n_ev, L, nb_bins, nsig)
-    d0 = d0.reshape(n_ev, L)
+    B = B.reshape(n_key, L, nb_bins, nsig)
+    d0 = d0.reshape(n_key, L)
     if gains is not None:
         B = B * np.concatenate([gains] * (nsig // r), axis=2)[:, :, None, :]
     Bt = np.ascontiguousarray(B.transpose(0, 1, 3, 2))                          # (n, L, nsig, bins)
@@ -214,7 +258,6 @@ def render_shell(sound: ShellSound, t0, tau, face, bary, J_b, xl_b, sample_rate:
     branches = np.zeros(len(steps), np.int8)
     pad = int(d0.max()) + nb_bins + 1
     sim = np.zeros((L, n_steps + pad))                                          # pressure at the sim rate
-    te = t0
     k = 0
     e_peak = 0.0
     n0 = int(steps[0]) if len(steps) else n_steps                               # nothing moves before
@@ -235,7 +278,7 @@ def render_shell(sound: ShellSound, t0, tau, face, bary, J_b, xl_b, sample_rate:
             if e < 0:
                 continue
             rows = np.flatnonzero(ke == e)
-            e1 = min(e + 1, n_ev - 1)
+            e1 = min(e + 1, n_key - 1)
             lam = np.zeros(len(rows)) if e1 == e else np.clip((tn[rows] - te[e]) / max(te[e1] - te[e], 1e-300),
                                                               0, 1)
             Q = np.concatenate([qdd[rows], vel[rows] * wq], axis=1) if quad else qdd[rows]

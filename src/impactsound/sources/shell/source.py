@@ -194,13 +194,47 @@ def render(prep: ShellPrepared, ctx) -> dict:
             for l in np.flatnonzero(binaural):
                 theta = hrtf.ear_angle(ears[l], heard[:, l], bc.position)
                 gains[:, l] = hrtf.head_shadow(snd.omega[None, :], theta[:, None], c=scene.air.c)
+        keys = _moving_keyframes(ctx, i, snd, bc) if len(bc.rows) else None
         with ctx.progress.stage(f"shell {name} ({snd.info['dynamics']})") as update:
             y, st = render_shell(snd, ctx.events.t[bc.rows], bc.tau, bc.face, bc.bary, bc.impulse, xl_b,
                                  ctx.sample_rate, ctx.n_samples, c=scene.air.c, rho=scene.air.rho, gains=gains,
-                                 progress=update)
+                                 progress=update, keyframes=keys)
         prep.stats[name] = st
         out[name] = y
     return out
+
+
+def _moving_keyframes(ctx, i, snd, bc):
+    """Radiation keyframes of shell i at the control rate (>= 1 kHz, in emission time, from its first impact to
+    the end) when it or a listener moves (transfer/motion.py emission_keyframes: the shell's pose at the emission
+    time, the listener where that sound reaches it, the moving source's amplification, the head shadow there);
+    None when nothing moves (then each impact's own pose is exact)."""
+    from ...transfer import hrtf
+    from ...transfer.motion import CONTROL_RATE_HZ, emission_keyframes, event_trajectory
+    opt = ctx.scene.options.get("modal")
+    if opt is not None and getattr(opt, "radiation", "follow") != "follow":
+        return None
+    traj = ctx.motion.get(i)
+    moving_body = traj is not None and traj.quaternion is not None and traj.moves
+    if not (moving_body or ctx.listeners_move):
+        return None
+    if traj is None or traj.quaternion is None:
+        ev = ctx.events
+        pos = np.where(bc.on_b[:, None], ev.pos_b[bc.rows], ev.pos_a[bc.rows])
+        quat = np.where(bc.on_b[:, None], ev.quat_b[bc.rows], ev.quat_a[bc.rows])
+        traj = event_trajectory(ev.t[bc.rows], pos, quat)
+        if traj is None:
+            return None
+    T = np.arange(float(ctx.events.t[bc.rows].min()), ctx.duration + 1.0 / CONTROL_RATE_HZ, 1.0 / CONTROL_RATE_HZ)
+    chans = ctx.scene.listeners
+    t_l, x_b, amp, xl, X = emission_keyframes(traj, T, chans, ctx.scene.air.c)
+    gains = np.repeat(amp[:, :, None], snd.r, axis=2)
+    for l, ch in enumerate(chans):
+        if ch.ear is None:
+            continue
+        theta = hrtf.ear_angle(ch.ear_at(t_l[:, l]), xl[:, l], X)
+        gains[:, l] *= hrtf.head_shadow(snd.omega[None, :], theta[:, None], c=ctx.scene.air.c)
+    return T, x_b, gains
 
 
 def describe(prep: ShellPrepared) -> tuple[dict, dict]:
