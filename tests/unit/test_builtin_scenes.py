@@ -67,7 +67,7 @@ def test_cymbal_stand_scene_small():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("which", ["table", "cymbal"])
+@pytest.mark.parametrize("which", ["table", "cymbal", "ground"])
 def test_builtin_scene_full(which, tmp_path):
     from click.testing import CliRunner
 
@@ -115,3 +115,19 @@ def test_shell_heard_by_a_receding_listener_is_doppler_shifted():
     want = f_still * (1 - v / c)
     f_moving = peak(out["moving"], first + 0.05 + 1.0 / c, 0.95 * want, 1.05 * want)
     assert f_moving / f_still == pytest.approx(1 - v / c, abs=0.004)
+
+
+def test_ground_drop_scene():
+    """The ground paper's Table 1 drop as a scene: the ball lands at the free-fall time and speed (15 cm: 0.1749 s,
+    1.7155 m/s), and the floor's sound reaches the overhead microphone h / c after the impact."""
+    d = _data("ground_drop.toml")
+    d["scene"].update(duration=0.3, sources=["ground"])
+    sc = load_scene(d, base=DATA)
+    res = render_scene(sc)
+    ev = res.events
+    assert ev.t[0] == pytest.approx(np.sqrt(2 * 0.15 / 9.81), abs=2e-3)
+    assert ev.vn[0] == pytest.approx(np.sqrt(2 * 9.81 * 0.15), rel=0.02)
+    y = res.stems["ground"]["ball"][0]
+    first = np.flatnonzero(np.abs(y) > 1e-3 * np.abs(y).max())[0] / 48000
+    h = np.hypot(0.02, 0.2)
+    assert first == pytest.approx(ev.t[0] + h / 343.2, abs=2e-4)
