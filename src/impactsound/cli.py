@@ -98,6 +98,7 @@ BUILTIN_SCENES = {
     "table": ("table.toml", "PAN paper's table (Chadwick et al. 2012): dice, coin, bearing, key, mug, plate, bowl"),
     "cymbal": ("cymbal_stand.toml", "Ride cymbal on a stand, struck by steel balls; a listener walks past"),
     "ground": ("ground_drop.toml", "Ground paper's drop (Qu & James 2019): 2 cm steel ball, 15 cm onto MDF"),
+    "trash": ("trash_can.toml", "Trash can knocked over, its lid spinning down, a water bottle; a listener walks past"),
 }
 
 
@@ -115,7 +116,9 @@ BUILTIN_SCENES = {
                    "table: the acceleration-noise paper's table with its dice, coin, ball bearing, key, mug, plate "
                    "and bowl (DIR/table.*); cymbal: a ride cymbal on its stand struck by falling steel balls, "
                    "heard by a listener walking past (binaural; DIR/cymbal.*); ground: the ground-sound paper's "
-                   "ball drop onto MDF, heard overhead (DIR/ground.*).")
+                   "ball drop onto MDF, heard overhead (DIR/ground.*); trash: the Harmonic Shells paper's trash can "
+                   "knocked over, its lid spinning down on its rim and a water bottle dropped, heard by a walking "
+                   "binaural listener (DIR/trash.*).")
 @click.pass_obj
 def demo(obj: _Ctx, out_dir: Path, which: str):
     """Render a built-in demo scene to DIR/demo.wav and DIR/demo.png (or DIR/debris.wav and DIR/debris.png)."""

@@ -183,6 +183,9 @@ def render(prep: ShellPrepared, ctx) -> dict:
     for name, snd in prep.sounds.items():
         i = names.index(name)
         bc = stage.of(i)
+        if bc is None:                  # never struck: silent (the sidecar still lists it)
+            out[name] = np.zeros((len(ctx.listeners), ctx.n_samples))
+            continue
         # a moving listener: each impact's ring is heard from where the listener is when it arrives (per impact,
         # as the shell's own pose)
         heard = ctx.listeners_heard(ctx.events.t[bc.rows], bc.position)                 # (n, L, 3)
