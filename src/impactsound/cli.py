@@ -106,7 +106,8 @@ BUILTIN_SCENES = {
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("out"),
               show_default=True, help="Output folder for demo.wav and demo.png (debris.wav, debris.png and the "
               "generated scene in debris_scene/ for --scene debris).")
-@click.option("--scene", "which", type=click.Choice(["objects", "debris", "pour", "shells", *BUILTIN_SCENES]),
+@click.option("--scene", "which", type=click.Choice(["objects", "debris", "pour", "shells", "plate",
+                                                     *BUILTIN_SCENES]),
               default="objects", show_default=True,
               help="objects: five objects dropped on a wooden floor; debris: hundreds of random convex glass "
                    "fragments falling onto a concrete floor (every fragment's acceleration noise from the proxy "
@@ -118,7 +119,8 @@ BUILTIN_SCENES = {
                    "heard by a listener walking past (binaural; DIR/cymbal.*); ground: the ground-sound paper's "
                    "ball drop onto MDF, heard overhead (DIR/ground.*); trash: the Harmonic Shells paper's trash can "
                    "knocked over, its lid spinning down on its rim and a water bottle dropped, heard by a walking "
-                   "binaural listener (DIR/trash.*).")
+                   "binaural listener (DIR/trash.*); plate: a ceramic plate pre-cut into Voronoi pieces that break apart at "
+                   "its first hard impact on concrete (DIR/plate.*, the generated scene in DIR/plate_scene/).")
 @click.pass_obj
 def demo(obj: _Ctx, out_dir: Path, which: str):
     """Render a built-in demo scene to DIR/demo.wav and DIR/demo.png (or DIR/debris.wav and DIR/debris.png)."""
@@ -141,6 +143,12 @@ def demo(obj: _Ctx, out_dir: Path, which: str):
         scene = load_scene(toml)
         name, title = "debris", (f"impactsound debris demo: {len(scene.bodies)} glass fragments falling onto a "
                                  "concrete floor")
+    elif which == "plate":
+        from .scene.fracture import fractured_plate_scene
+        toml = fractured_plate_scene(out_dir / "plate_scene")
+        obj.progress.message(f"breaking-plate scene written to {toml}")
+        scene = load_scene(toml)
+        name, title = "plate", "A ceramic plate breaking apart on concrete (pre-fractured into Voronoi pieces)"
     elif which in BUILTIN_SCENES:
         file, title = BUILTIN_SCENES[which]
         scene = load_scene(demo_scene_path().parent / file)

@@ -133,3 +133,39 @@ def test_body_starting_inside_a_static_prop_is_refused():
     sc = _scene([TABLE, {**BALL, "position": [0.0, 0.0, 0.41]}])
     with pytest.raises(InputError, match="overlap"):
         simulate(sc.bodies, sc.ground, 0.1, sc.timestep)
+
+
+def test_prefractured_plate_flies_as_one_and_breaks_at_its_first_hard_impact(tmp_path):
+    from impactsound.scene.fracture import fractured_plate_scene, voronoi_pieces
+    toml = fractured_plate_scene(tmp_path, pieces=4, seed=3)
+    sc = load_scene(toml)
+    res = run_dynamics(sc.bodies, sc.ground, 0.6, sc.timestep, record_every=10)
+    t, P = res.trajectory_t, res.trajectory_position
+    first = res.events.t.min()
+    d = np.linalg.norm(P[:, :, None] - P[:, None, :], axis=-1)            # piece-to-piece distances
+    before, after = t < first - 1e-3, t > first + 0.1
+    assert np.ptp(d[before], axis=0).max() < 1e-5                         # welded: rigid in flight
+    assert np.abs(d[after] - d[0]).max() > 5e-3                            # apart after the impact
+    # free fall of the whole plate (no spin) until its lowest point meets the floor
+    from impactsound.rotation import quat_to_matrix
+    z_low = min(float((b.mesh.vertices @ quat_to_matrix(b.quaternion)[0].T + b.position)[:, 2].min())
+                for b in sc.bodies)
+    assert first == pytest.approx(np.sqrt(2 * z_low / 9.81), abs=3e-3)
+    # a break speed never reached: the pieces stay welded through the impact
+    for b in sc.bodies:
+        b.break_speed = 100.0
+    res2 = run_dynamics(sc.bodies, sc.ground, 0.6, sc.timestep, record_every=10)
+    d2 = np.linalg.norm(res2.trajectory_position[:, :, None] - res2.trajectory_position[:, None, :], axis=-1)
+    assert np.ptp(d2, axis=0).max() < 2e-4
+    # the pieces tile the plate: their volumes add up to the plate's, less the gaps
+    import trimesh
+    plate = trimesh.creation.cylinder(radius=0.1, height=0.006, sections=48)
+    vol = sum(p.volume for p in voronoi_pieces(plate, 4, seed=3, gap=0.0))
+    assert vol == pytest.approx(plate.volume, rel=1e-6)
+
+
+def test_fracture_group_errors():
+    with pytest.raises(InputError, match="one piece"):
+        _scene([{**BALL, "fracture_group": "p"}])
+    with pytest.raises(InputError, match="needs fracture_group"):
+        _scene([{**BALL, "break_speed": 2.0}])

@@ -169,6 +169,7 @@ class MujocoModel:
     timestep: float
     collision_parts: list = field(default_factory=list)
     all_free: bool = True             # every body has a free joint (qpos is 7 numbers per body)
+    groups: list = field(default_factory=list)   # fracture groups: (bodies, weld equality ids, break speed, geoms)
 
 
 def _quat_matrix(q) -> np.ndarray:
@@ -243,6 +244,20 @@ def build_model(bodies, ground, timestep: float = 2e-4, *, contact_steps: float 
         spec.worldbody.add_geom(name="ground", type=mujoco.mjtGeom.mjGEOM_PLANE, size=[0.0, 0.0, 1.0],
                                 pos=[0.0, 0.0, float(ground.height)], **contact_kw(ground.material))
 
+    # pre-fractured objects (scene/fracture.py): while a group is welded its pieces must not collide with each
+    # other (a contact between neighbours would fight the weld): group g's geoms get contype bit g + 1 and an
+    # affinity for everything but their own group; released groups go back to 1 / 1
+    group_names = sorted({b.group for b in bodies if getattr(b, "group", "")})
+    if len(group_names) > 30:
+        raise InputError(f"{len(group_names)} fracture groups; at most 30 are supported")
+    all_bits = sum(1 << (g + 1) for g in range(len(group_names)))
+
+    def group_bits(b):
+        if not getattr(b, "group", ""):
+            return {}
+        g = group_names.index(b.group)
+        return dict(contype=1 << (g + 1), conaffinity=1 | (all_bits & ~(1 << (g + 1))))
+
     hulls, sizes, collision = [], [], []
     said = []                           # what convex_parts announced (a decomposition being computed)
 
@@ -296,7 +311,26 @@ def build_model(bodies, ground, timestep: float = 2e-4, *, contact_steps: float 
         body.explicitinertial = True
         for k in range(len(cp.parts)):
             body.add_geom(name=f"geom{i}_{k}", type=mujoco.mjtGeom.mjGEOM_MESH, meshname=f"hull{i}_{k}",
-                          **contact_kw(b.material))
+                          **contact_kw(b.material), **group_bits(b))
+    # pre-fractured objects (scene/fracture.py): every piece welded to its group's first piece until released
+    weld_groups = {}
+    for i, b in enumerate(bodies):
+        if getattr(b, "group", ""):
+            weld_groups.setdefault(b.group, []).append(i)
+    n_eq = 0
+    eq_of_group = {}
+    for g, members in weld_groups.items():
+        eq_of_group[g] = []
+        for j in members[1:]:
+            # as stiff as a contact and critically damped (MuJoCo's default weld is soft: the pieces would
+            # bend apart under the impact)
+            spec.add_equality(type=mujoco.mjtEq.mjEQ_WELD, objtype=mujoco.mjtObj.mjOBJ_BODY,
+                              name1=f"body{members[0]}", name2=f"body{j}",
+                              solref=[-omega0 ** 2, -2.0 * omega0], solimp=solimp,
+                              # anchor at body2's origin; zero relative quaternion: the relative pose of qpos0
+                              data=[0.0] * 10 + [1.0, 0.0])
+            eq_of_group[g].append(n_eq)
+            n_eq += 1
     if said and progress is not None:
         progress("stepping")
     try:
@@ -329,9 +363,14 @@ def build_model(bodies, ground, timestep: float = 2e-4, *, contact_steps: float 
         else:
             data.qvel[adr] = float(w_world @ np.asarray(mount.axis))      # hinge: the rate about its axis
     geom_owner = model.geom_bodyid.astype(np.int64) - 1      # world body 0 -> GROUND (-1), body k -> k - 1
+    owner_all = model.geom_bodyid.astype(np.int64) - 1
+    groups = [(np.asarray(weld_groups[g], np.int64), np.asarray(eq_of_group[g], np.int64),
+               float(bodies[weld_groups[g][0]].break_speed), np.flatnonzero(np.isin(owner_all, weld_groups[g])))
+              for g in weld_groups]
     return MujocoModel(model=model, data=data, geom_owner=geom_owner, hull_vertices=hulls,
                        body_size=np.asarray(sizes, np.float64), omega0=omega0, timestep=float(timestep),
-                       collision_parts=collision, all_free=all(getattr(b, "mount", None) is None for b in bodies))
+                       collision_parts=collision, all_free=all(getattr(b, "mount", None) is None for b in bodies),
+                       groups=groups)
 
 
 def _check_initial_overlap(mm: MujocoModel, bodies, ground, v_min: float):
@@ -457,6 +496,27 @@ def _poses(m, d, nb, all_free):
     return d.xpos[1:].copy(), d.xquat[1:].copy()
 
 
+def _release_groups(mm, d, intact: list, t: float, broken: list) -> None:
+    """Release the welds of every intact fracture group one of whose pieces touches a body outside the group (or
+    the ground) approaching faster than the group's break speed in this step (scene/fracture.py)."""
+    owner = mm.geom_owner
+    for gi in list(intact):
+        members, eqs, v_break, geoms = mm.groups[gi]
+        for k in range(d.ncon):
+            c = d.contact[k]
+            a, b = owner[c.geom[0]], owner[c.geom[1]]
+            ina, inb = a in members, b in members
+            if ina == inb or c.efc_address < 0:
+                continue
+            if -float(d.efc_vel[c.efc_address]) > v_break:
+                d.eq_active[eqs] = 0
+                mm.model.geom_contype[geoms] = 1          # the pieces collide with each other from now on
+                mm.model.geom_conaffinity[geoms] = 1
+                intact.remove(gi)
+                broken.append((gi, t))
+                break
+
+
 def _state(m, d, nb, all_free=True):
     if not all_free:
         import mujoco
@@ -539,6 +599,8 @@ def run_dynamics(bodies, ground, duration: float, timestep: float = 2e-4, *, v_m
         rec.clear()
 
     traj_t, traj_p, traj_q = [], [], []
+    intact = list(range(len(mm.groups)))          # fracture groups still welded
+    broken = []                                   # (group index, time [s]) of each release
     every = max(1, n_steps // 100)
     t_start = time.perf_counter()
     for k in range(n_steps):
@@ -550,6 +612,8 @@ def run_dynamics(bodies, ground, duration: float, timestep: float = 2e-4, *, v_m
         mujoco.mj_step(m, d)
         # After mj_step, contacts, efc_force/efc_vel and xpos/xquat belong to the state at the start of the step
         # (t = k dt); the force acted over [k dt, (k + 1) dt].
+        if d.ncon and intact:
+            _release_groups(mm, d, intact, k * dt, broken)
         if d.ncon:
             c = d.contact
             # The contact arrays are views into MuJoCo's arena, overwritten next step: copy everything.

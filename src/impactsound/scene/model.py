@@ -53,6 +53,8 @@ class Body:
     acceleration_noise: str = ""      # this object's acceleration-noise model ("" = the scene's; sources/pan)
     shell: "object | None" = None     # ShellSetup of a thin-shell object (scene/shell_body.py), else None
     mount: Mount | None = None        # static prop or joint to the world; None: a free body
+    group: str = ""                   # fracture group: pieces welded until the group's first hard impact
+    break_speed: float = 0.0          # that impact's normal speed [m/s] (scene/fracture.py)
 
     @property
     def held(self) -> bool:

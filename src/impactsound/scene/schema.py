@@ -77,6 +77,8 @@ class ObjectSpec(_Strict):
     anchor: Vec3 | None = None         # world point of the joint, on or in the object [m]
     axis: Vec3 | None = None           # hinge axis, world
     clamp_radius: float | None = None  # fixed joint: radius of the clamped patch around the anchor [m]
+    fracture_group: str | None = None  # pieces of one pre-fractured object: welded until its first hard impact
+    break_speed: float | None = None   # that impact's speed [m/s] (default 1.0)
 
 
 class GroundSpec(_Strict):
@@ -248,7 +250,18 @@ def _body(i: int, o: ObjectSpec, base: Path, src: str) -> Body:
     mount = _mount(o, where, body_mesh, pos, q, vel, omega)
     from ..assets import content_hash
     mh = content_hash(np.asarray(body_mesh.vertices, np.float64), np.asarray(body_mesh.faces, np.int64))
-    return Body(mount=mount, name=o.name or f"object{i}", mesh=body_mesh, material=material, mass=mass, inertia=inertia,
+    group, break_speed = "", 0.0
+    if o.fracture_group is not None:
+        if mount is not None:
+            raise InputError(f"{where}: a piece of fracture_group = '{o.fracture_group}' must be a free object "
+                             "(no static or joint)")
+        break_speed = 1.0 if o.break_speed is None else float(o.break_speed)
+        if not (math.isfinite(break_speed) and break_speed > 0):
+            raise InputError(f"{where}.break_speed = {o.break_speed} m/s must be positive")
+        group = str(o.fracture_group)
+    elif o.break_speed is not None:
+        raise InputError(f"{where}.break_speed needs fracture_group = '...' (the pieces it breaks apart)")
+    return Body(group=group, break_speed=break_speed, mount=mount, name=o.name or f"object{i}", mesh=body_mesh, material=material, mass=mass, inertia=inertia,
                 position=pos, quaternion=q, velocity=vel, angular_velocity=omega, mesh_hash=mh, source=source,
                 com_in_file=com, transfer_asset=transfer, acceleration_noise=an, shell=shell)
 
@@ -387,6 +400,17 @@ def parse_scene(data: dict, base: Path = Path("."), src: str = "<scene>") -> Sce
                     enabled=sf.ground.enabled)
     bodies = [_body(i, o, base, src) for i, o in enumerate(sf.object)]
     names = [b.name for b in bodies]
+    groups = {}
+    for b in bodies:
+        if b.group:
+            groups.setdefault(b.group, []).append(b)
+    for g, members in groups.items():
+        if len(members) < 2:
+            raise InputError(f"{src}: fracture_group = '{g}' has one piece ({members[0].name}); a pre-fractured "
+                             "object needs at least two")
+        if len({m.break_speed for m in members}) > 1:
+            raise InputError(f"{src}: the pieces of fracture_group = '{g}' give different break_speed values; give "
+                             "one")
     dup = {n for n in names if names.count(n) > 1}
     if dup:
         raise InputError(f"{src}: object names must be unique; repeated: {sorted(dup)}")
