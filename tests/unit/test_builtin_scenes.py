@@ -67,7 +67,7 @@ def test_cymbal_stand_scene_small():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("which", ["table", "cymbal", "ground", "trash"])
+@pytest.mark.parametrize("which", ["table", "cymbal", "ground", "trash", "plate"])
 def test_builtin_scene_full(which, tmp_path):
     from click.testing import CliRunner
 
@@ -154,3 +154,26 @@ def test_trash_can_scene():
     for name in ("trash_can", "lid"):
         y = res.stems["shell"][name]
         assert np.isfinite(y).all() and np.abs(y).max() > 0 and not np.allclose(y[0], y[1])
+
+
+def test_breaking_plate_scene_small(tmp_path):
+    """The breaking plate (`demo --scene plate`), three pieces, short: the pieces land together, break apart, and
+    each one that is struck rings and clicks."""
+    import tomllib as tl
+
+    from impactsound.scene.fracture import fractured_plate_scene
+    toml = fractured_plate_scene(tmp_path, pieces=3, seed=3)
+    d = tl.loads(toml.read_text())
+    d["scene"].update(duration=0.6, sources=["modal", "acceleration_noise"])
+    d["source"] = {"modal": {"transfer": "low_order", "max_modes": 20},
+                   "acceleration_noise": {"model": "proxy", "bank": "tiny"}}
+    sc = load_scene(d, base=tmp_path)
+    res = render_scene(sc)
+    ev = res.events
+    assert len(ev) and ev.t.min() > 0.25                        # nothing before the plate lands
+    struck = {int(i) for i in np.concatenate([ev.a, ev.b]) if i >= 0}
+    assert len(struck) >= 2
+    for i in struck:
+        name = sc.body_names[i]
+        assert np.abs(res.stems["acceleration_noise"][name]).max() > 0, name
+    assert np.isfinite(res.mix).all() and np.abs(res.mix).max() > 0
