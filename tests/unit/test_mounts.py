@@ -169,3 +169,31 @@ def test_fracture_group_errors():
         _scene([{**BALL, "fracture_group": "p"}])
     with pytest.raises(InputError, match="needs fracture_group"):
         _scene([{**BALL, "break_speed": 2.0}])
+
+
+def test_key_hangs_on_its_ring():
+    """A ball joint between two objects (a key on its ring): both fly free, the shared anchor stays shared through
+    flight and landing, and the two never collide with each other."""
+    from impactsound.rotation import quat_to_matrix
+    ring = {"name": "ring", "shape": "cylinder", "size": {"radius": 0.015, "height": 0.003}, "material": "steel",
+            "position": [0.0, 0.0, 0.5], "velocity": [0.3, 0.0, 0.0], "angular_velocity": [0.0, 0.0, 4.0]}
+    key = {"name": "key", "shape": "box", "size": {"size": [0.055, 0.022, 0.0025]}, "material": "brass",
+           "position": [0.04, 0.0, 0.5], "joint": "ball", "parent": "ring", "anchor": [0.0135, 0.0, 0.5],
+           "velocity": [0.3, 0.0, 0.0]}
+    sc = _scene([ring, key])
+    assert sc.bodies[1].mount.parent == 0
+    res = run_dynamics(sc.bodies, sc.ground, 0.8, sc.timestep, record_every=10)
+    a = np.array([0.0135, 0.0, 0.5])
+    ends = []
+    for i in range(2):
+        b = sc.bodies[i]
+        a_b = quat_to_matrix(b.quaternion)[0].T @ (a - b.position)
+        ends.append(np.einsum("kij,j->ki", quat_to_matrix(res.trajectory_quaternion[:, i]), a_b)
+                    + res.trajectory_position[:, i])
+    assert np.linalg.norm(ends[0] - ends[1], axis=1).max() < 1e-4
+    ev = res.events
+    assert len(ev) and not (((ev.a == 0) & (ev.b == 1)) | ((ev.a == 1) & (ev.b == 0))).any()
+    with pytest.raises(InputError, match="needs joint = 'ball'"):
+        _scene([ring, {**key, "joint": "hinge", "axis": [0, 0, 1]}])
+    with pytest.raises(InputError, match="no object of that name"):
+        _scene([ring, {**key, "parent": "loop"}])

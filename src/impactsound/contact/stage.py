@@ -216,7 +216,8 @@ def body_inverse_mass(body, x_body, n_body) -> np.ndarray:
     only: 1/m = ((r x n) . u)^2 / (u . I_a u)."""
     mount = getattr(body, "mount", None)
     x = np.asarray(x_body, np.float64).reshape(-1, 3)
-    if mount is None:
+    if mount is None or getattr(mount, "parent", None) is not None:
+        # free, or tied to another free object (a key on its ring): the free body's (the tie is loose)
         return inverse_effective_mass(body.mass, body.inertia, x, n_body)
     if not mount.moves:
         return np.zeros(len(x))

@@ -292,8 +292,8 @@ def build_model(bodies, ground, timestep: float = 2e-4, *, contact_steps: float 
         body = spec.worldbody.add_body(name=f"body{i}", pos=np.asarray(b.position, np.float64),
                                        quat=q / np.linalg.norm(q))
         mount = getattr(b, "mount", None)
-        if mount is None:
-            body.add_freejoint()
+        if mount is None or getattr(mount, "parent", None) is not None:
+            body.add_freejoint()       # free, or tied to another free body by a connect constraint (below)
         elif mount.kind in ("hinge", "ball"):
             # a joint to the world at the anchor (body frame: R^T (anchor - position)); static and fixed bodies
             # have no joint: MuJoCo welds them to the world and never collides them with it or with each other
@@ -312,6 +312,20 @@ def build_model(bodies, ground, timestep: float = 2e-4, *, contact_steps: float 
         for k in range(len(cp.parts)):
             body.add_geom(name=f"geom{i}_{k}", type=mujoco.mjtGeom.mjGEOM_MESH, meshname=f"hull{i}_{k}",
                           **contact_kw(b.material), **group_bits(b))
+    # ball joints between two objects (a key on its ring): MuJoCo's connect constraint at the anchor (body frame of
+    # the parent), as stiff as a contact; the two never collide with each other (the key's hole around the wire)
+    for i, b in enumerate(bodies):
+        mount = getattr(b, "mount", None)
+        if mount is None or getattr(mount, "parent", None) is None:
+            continue
+        k = int(mount.parent)
+        pk = bodies[k]
+        Rk = _quat_matrix(np.asarray(pk.quaternion, np.float64) / np.linalg.norm(pk.quaternion))
+        anchor_k = Rk.T @ (np.asarray(mount.anchor, np.float64) - np.asarray(pk.position, np.float64))
+        spec.add_equality(type=mujoco.mjtEq.mjEQ_CONNECT, objtype=mujoco.mjtObj.mjOBJ_BODY,
+                          name1=f"body{k}", name2=f"body{i}", solref=[-omega0 ** 2, -2.0 * omega0],
+                          solimp=solimp, data=list(anchor_k) + [0.0] * 7 + [1.0, 0.0])
+        spec.add_exclude(bodyname1=f"body{k}", bodyname2=f"body{i}")
     # pre-fractured objects (scene/fracture.py): every piece welded to its group's first piece until released
     weld_groups = {}
     for i, b in enumerate(bodies):
@@ -358,6 +372,9 @@ def build_model(bodies, ground, timestep: float = 2e-4, *, contact_steps: float 
             data.qvel[adr:adr + 3] = np.asarray(b.velocity, np.float64)
             # A free joint's angular velocity is in the body (local) frame; ours is in the world frame.
             data.qvel[adr + 3:adr + 6] = w_local
+        elif getattr(mount, "parent", None) is not None:
+            data.qvel[adr:adr + 3] = np.asarray(b.velocity, np.float64)      # tied to a free body: a free joint
+            data.qvel[adr + 3:adr + 6] = w_local
         elif mount.kind == "ball":
             data.qvel[adr:adr + 3] = w_local           # a ball joint's velocity: body-frame angular velocity
         else:
@@ -369,7 +386,9 @@ def build_model(bodies, ground, timestep: float = 2e-4, *, contact_steps: float 
               for g in weld_groups]
     return MujocoModel(model=model, data=data, geom_owner=geom_owner, hull_vertices=hulls,
                        body_size=np.asarray(sizes, np.float64), omega0=omega0, timestep=float(timestep),
-                       collision_parts=collision, all_free=all(getattr(b, "mount", None) is None for b in bodies),
+                       collision_parts=collision,
+                       all_free=all(getattr(b, "mount", None) is None or getattr(b.mount, "parent", None) is not None
+                                    for b in bodies),
                        groups=groups)
 
 
@@ -712,6 +731,7 @@ def simulate(bodies, ground, duration: float, timestep: float = 2e-4, *, v_min: 
         # jointed bodies are held, not resting
         from .resting import resting_stretches
         log.resting = {i: r for i in range(len(bodies)) if getattr(bodies[i], "mount", None) is None
+                       or getattr(bodies[i].mount, "parent", None) is not None
                        if (r := resting_stretches(t, P[:, i], Q[:, i], res.raw, i, float(np.linalg.norm(
                            np.ptp(np.asarray(bodies[i].mesh.vertices), axis=0))), float(timestep)))}
     return log

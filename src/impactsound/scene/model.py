@@ -19,17 +19,24 @@ class Mount:
     """How a body is held: ``static`` (a prop that never moves: a table, a shelf), or a joint to the world at
     ``anchor`` (world point on or in the body [m]): ``fixed`` (held still there: a cymbal on its stand), ``hinge``
     (swings about the world ``axis`` through the anchor: a lid, a gate) or ``ball`` (swings freely about the
-    anchor: a bell or a key hanging from its ring)."""
+    anchor: a bell on its cord). A ``ball`` joint may tie the body to another object instead of the world
+    (``parent``: a key on its ring): both then fly free, the anchor point shared."""
 
     kind: str                          # static | fixed | hinge | ball
     anchor: np.ndarray | None = None   # world [m] (None for static)
     axis: np.ndarray | None = None     # world unit vector (hinge only)
     clamp_radius: float = 0.0          # fixed: the patch around the anchor held still in the modal model [m]
+    parent: int | None = None          # ball joint to another object (its index; a key on a ring), else the world
 
     @property
     def moves(self) -> bool:
         """Whether the body can move at all (hinge and ball joints)."""
         return self.kind in ("hinge", "ball")
+
+    @property
+    def to_world(self) -> bool:
+        """Whether the joint holds the body to the world (not to another object)."""
+        return self.parent is None
 
 
 @dataclass

@@ -77,6 +77,7 @@ class ObjectSpec(_Strict):
     anchor: Vec3 | None = None         # world point of the joint, on or in the object [m]
     axis: Vec3 | None = None           # hinge axis, world
     clamp_radius: float | None = None  # fixed joint: radius of the clamped patch around the anchor [m]
+    parent: str | None = None          # ball joint to this object instead of the world (a key on its ring)
     fracture_group: str | None = None  # pieces of one pre-fractured object: welded until its first hard impact
     break_speed: float | None = None   # that impact's speed [m/s] (default 1.0)
 
@@ -275,6 +276,9 @@ ANCHOR_TOL = 0.05
 def _mount(o: ObjectSpec, where: str, mesh, pos, q, vel, omega):
     """The Mount of a static or jointed object, checked (scene/model.py), or None for a free one."""
     from .model import Mount
+    if o.parent is not None and o.joint != "ball":
+        raise InputError(f"{where}.parent = '{o.parent}' needs joint = 'ball' (a body tied to another object swings "
+                         "freely about the shared anchor)")
     if not o.static and o.joint is None:
         for key in ("anchor", "axis", "clamp_radius"):
             if getattr(o, key) is not None:
@@ -318,7 +322,7 @@ def _mount(o: ObjectSpec, where: str, mesh, pos, q, vel, omega):
         axis = axis / np.linalg.norm(axis)
     elif o.axis is not None:
         raise InputError(f"{where}.axis is only for joint = 'hinge'; remove it")
-    if np.any(vel):
+    if np.any(vel) and o.parent is None:
         raise InputError(f"{where}: a jointed object's anchor stays put: remove its velocity (give it an "
                          "angular_velocity instead)")
     if o.joint == "fixed" and np.any(omega):
@@ -337,6 +341,30 @@ def _mount(o: ObjectSpec, where: str, mesh, pos, q, vel, omega):
         raise InputError(f"{where}: a hinge turns about its axis only: give angular_velocity along axis = "
                          f"{[float(v) for v in axis]}")
     return Mount(o.joint, anchor, axis, clamp)
+
+
+def _tie_to_parent(i: int, o: ObjectSpec, bodies, names, src: str) -> None:
+    """A ball joint to another object: the parent must be a free object and the anchor on or in it too."""
+    where = f"{src}: object[{i}] ({bodies[i].name}).parent = '{o.parent}'"
+    if o.parent not in names:
+        raise InputError(f"{where}: no object of that name; objects: {names}")
+    k = names.index(o.parent)
+    if k == i:
+        raise InputError(f"{where}: an object cannot hang from itself")
+    parent = bodies[k]
+    if parent.mount is not None or parent.group:
+        raise InputError(f"{where}: the parent must be a free object (not static, jointed or a fracture piece)")
+    from ..rotation import quat_to_matrix
+    R = quat_to_matrix(parent.quaternion)[0]
+    a_b = R.T @ (bodies[i].mount.anchor - parent.position)
+    radius = float(np.linalg.norm(parent.mesh.vertices, axis=1).max())
+    if not bool(parent.mesh.contains(a_b[None])[0]):
+        import trimesh
+        d = float(np.abs(trimesh.proximity.signed_distance(parent.mesh, a_b[None])[0]))
+        if d > ANCHOR_TOL * radius + 1e-3:
+            raise InputError(f"{where}: the anchor {list(o.anchor)} is {d:.3g} m from '{o.parent}'; put it where "
+                             "the two objects meet (a key's hole on its ring's wire)")
+    bodies[i].mount.parent = k
 
 
 def _shell_object(o: ObjectSpec, where: str, base: Path, material: Material):
@@ -400,6 +428,9 @@ def parse_scene(data: dict, base: Path = Path("."), src: str = "<scene>") -> Sce
                     enabled=sf.ground.enabled)
     bodies = [_body(i, o, base, src) for i, o in enumerate(sf.object)]
     names = [b.name for b in bodies]
+    for i, o in enumerate(sf.object):
+        if o.parent is not None:
+            _tie_to_parent(i, o, bodies, names, src)
     groups = {}
     for b in bodies:
         if b.group:
