@@ -219,7 +219,8 @@ def events(obj: _Ctx, scene_file: Path, out: Path | None, allow_implausible: boo
 @click.option("--E", "E", type=float, help="Young's modulus [Pa] (with --nu and --rho instead of --material).")
 @click.option("--nu", type=float, help="Poisson's ratio.")
 @click.option("--rho", type=float, help="Density [kg/m^3].")
-@click.option("--count", type=int, default=60, show_default=True, help="Maximum number of modes.")
+@click.option("--count", type=int, default=200, show_default=True,
+              help="Maximum number of modes (200, a scene's default: the same settings give the scene's asset).")
 @click.option("--order", type=click.Choice(["1", "2"]), default="2", show_default=True,
               help="Element order: 1 (linear tets) or 2 (quadratic tets).")
 @click.option("--f-max", type=float, default=20000.0, show_default=True, help="Highest frequency kept [Hz].")
@@ -231,8 +232,13 @@ def events(obj: _Ctx, scene_file: Path, out: Path | None, allow_implausible: boo
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Write the modal asset (.h5).")
 @click.pass_obj
 def modes(obj: _Ctx, mesh: Path, material, E, nu, rho, count, order, f_max, mesher, as_json, out):
-    """Modal analysis of MESH (watertight surface in metres: OBJ/STL/PLY/OFF/glTF; or a .msh/.vtu tet mesh)."""
-    from .fem.modal import modal_analysis
+    """Modal analysis of MESH (watertight surface in metres: OBJ/STL/PLY/OFF/glTF; or a .msh/.vtu tet mesh).
+
+    The model is cached by content hash: a scene with the same mesh, material and settings uses the same asset
+    (the surface is meshed about its centre of mass, as a scene places it), and so do `transfer precompute`,
+    `export` and `strike`."""
+    from .assets import cache_dir
+    from .fem.modal import cached_modal_analysis as modal_analysis
     mat = _material_option(material, E, nu, rho)
     if count < 1:
         raise InputError(f"--count {count} must be >= 1")
@@ -251,6 +257,7 @@ def modes(obj: _Ctx, mesh: Path, material, E, nu, rho, count, order, f_max, mesh
         check_surface(surf, str(mesh))
         with obj.progress.stage(f"modes of {mesh.name}") as update:
             model = modal_analysis(surf, mat, progress=update, mesher=mesher, **kwargs)
+    obj.progress.message(f"modal asset {cache_dir() / f'modal_{model.inputs_hash[:40]}.h5'} (cache)")
     if out is not None:
         model.save(out)
         obj.progress.message(f"wrote {out}")
@@ -438,13 +445,18 @@ def transfer():
 
 @transfer.command("precompute")
 @click.argument("modal_asset", type=click.Path(path_type=Path))
-@click.option("--terms", type=click.IntRange(1, 4), default=4, show_default=True,
-              help="FFAT expansion terms M (1..4).")
-@click.option("--max-modes", type=click.IntRange(min=1), metavar="N", help="Only the first N modes.")
-@click.option("--max-faces", type=click.IntRange(min=20), default=6000, show_default=True,
-              help="BEM triangle budget per mode (higher modes are capped with a warning).")
+@click.option("--method", type=click.Choice(["fdtd", "bem"]), default="fdtd", show_default=True,
+              help="fdtd: FFAT maps of every mode from grouped FDTD solves, what a scene uses by default (the same "
+                   "cached asset: a scene with this object then reuses it); bem: BEM FFAT maps (the reference; "
+                   "slow; the options below).")
+@click.option("--terms", type=click.IntRange(1, 4), default=None,
+              help="bem: FFAT expansion terms M (1..4; default 4).")
+@click.option("--max-modes", type=click.IntRange(min=1), metavar="N", help="bem: only the first N modes.")
+@click.option("--max-faces", type=click.IntRange(min=20), default=None,
+              help="bem: triangle budget per mode (default 6000; higher modes are capped with a warning).")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
-              help="Transfer asset (.h5); default: MODAL_ASSET with suffix .ffat.h5.")
+              help="Transfer asset (.h5); default: fdtd, the cache file a scene reads (printed); bem, MODAL_ASSET "
+                   "with suffix .ffat.h5.")
 @click.option("--scheduler", metavar="ADDRESS", help="Run the modes on a Dask cluster (tcp://host:8786).")
 @click.option("--fallback-local", is_flag=True, help="If the scheduler cannot be reached, run locally.")
 @click.option("--workers", type=click.IntRange(min=1), metavar="N", default=1, show_default=True,
@@ -453,12 +465,14 @@ def transfer():
               help="bempp-cl assembly backend; opencl needs pip install 'impactsound[opencl]' and is faster "
                    "(README).")
 @click.pass_obj
-def transfer_precompute(obj: _Ctx, modal_asset: Path, terms, max_modes, max_faces, out, scheduler, fallback_local,
-                        workers, backend):
-    """Solve each mode's exterior Helmholtz problem (BEM) and fit its FFAT map.
+def transfer_precompute(obj: _Ctx, modal_asset: Path, method, terms, max_modes, max_faces, out, scheduler,
+                        fallback_local, workers, backend):
+    """Radiation of each mode of MODAL_ASSET as FFAT maps: from grouped FDTD solves (fdtd, the scenes' default) or
+    from one exterior Helmholtz BEM solve per mode (bem, the reference).
 
-    Interrupt it and run it again: finished modes are kept (checkpoints in OUT.modes/) and the asset is the
+    bem: interrupt it and run it again: finished modes are kept (checkpoints in OUT.modes/) and the asset is the
     same. Modes are independent tasks: --workers N runs N local processes, --scheduler a Dask cluster."""
+    import shutil
     import warnings
 
     from .fem.model import ModalModel
@@ -466,6 +480,23 @@ def transfer_precompute(obj: _Ctx, modal_asset: Path, terms, max_modes, max_face
     if not modal_asset.is_file():
         raise InputError(f"{modal_asset}: no such modal asset (make one with `impactsound modes MESH --out A.h5`)")
     model = ModalModel.load(modal_asset)
+    if method == "fdtd":
+        given = [o for o, v in (("--terms", terms), ("--max-modes", max_modes), ("--max-faces", max_faces),
+                                ("--scheduler", scheduler)) if v is not None]
+        if given:
+            raise InputError(f"{', '.join(given)} apply to --method bem; the fdtd method radiates every mode")
+        if model.n_modes == 0:
+            raise InputError(f"{modal_asset}: the modal model has no modes: there is nothing to radiate")
+        from .sources.modal import transfer_model, transfer_path
+        tm, how = transfer_model(model, "auto", progress=obj.progress, name=modal_asset.name)
+        cached = transfer_path(model, "auto")
+        obj.progress.message(f"{how}: {cached} (cache; scenes with this object use it)")
+        if out is not None and Path(out).resolve() != Path(cached).resolve():
+            shutil.copyfile(cached, out)
+        click.echo(str(out or cached))
+        return
+    terms = 4 if terms is None else terms
+    max_faces = 6000 if max_faces is None else max_faces
     out = out or modal_asset.with_suffix(".ffat.h5")
     if backend != "numba":
         from .transfer import bem
@@ -567,22 +598,28 @@ def _xyz_list(text: str, option: str, what: str) -> np.ndarray:
 @click.option("--listener-dir", default="0,-1,0", show_default=True, metavar="X,Y,Z|none",
               help="Body-frame direction from the object to the listener (far-field pressure at 1 m); 'none' "
                    "for no radiation.")
-@click.option("--transfer", "transfer_asset", type=click.Path(path_type=Path),
-              help="FFAT transfer asset (`impactsound transfer precompute`) for the modes it covers; the "
-                   "compact model radiates the rest.")
+@click.option("--transfer", "transfer_asset", default="auto", show_default=True, metavar="auto|low_order|FILE",
+              help="Radiation: auto, what a scene uses for this model (FDTD FFAT maps of every mode: the cached "
+                   "asset, computed once when missing); low_order, the compact monopole + dipole model (fast, "
+                   "approximate); or an FFAT transfer asset (`impactsound transfer precompute`) for the modes it "
+                   "covers, the compact model radiating the rest.")
 @click.option("--max-modes", type=click.IntRange(min=1), metavar="N", help="Keep only the lowest N modes.")
 @click.option("--sample-rate", type=click.IntRange(min=1), default=48000, show_default=True,
               help="Sample rate [Hz] of the Faust resonator coefficients.")
-def export(modal_asset: Path, fmt, out: Path, points, listener_dir, transfer_asset, max_modes, sample_rate):
+@click.pass_obj
+def export(obj: _Ctx, modal_asset: Path, fmt, out: Path, points, listener_dir, transfer_asset, max_modes,
+           sample_rate):
     """Export a modal model (MODAL_ASSET, from `impactsound modes --out`) for runtime playback: a JSON modal bank
     or a Faust program that plays the object when struck (docs/export.md)."""
     from .fem.model import ModalModel
     from .io.export import export_modal
     if not modal_asset.is_file():
         raise InputError(f"{modal_asset}: no such modal asset (make one with `impactsound modes MESH --out A.h5`)")
-    if transfer_asset is not None and not transfer_asset.is_file():
-        raise InputError(f"--transfer {transfer_asset}: no such transfer asset (make one with `impactsound "
-                         "transfer precompute MODAL_ASSET`)")
+    if transfer_asset not in ("auto", "low_order"):
+        transfer_asset = Path(transfer_asset)
+        if not transfer_asset.is_file():
+            raise InputError(f"--transfer {transfer_asset}: no such transfer asset (make one with `impactsound "
+                             "transfer precompute MODAL_ASSET`), or use --transfer auto | low_order")
     model = ModalModel.load(modal_asset)
     pts = None if points is None else _xyz_list(points, "--points", "points x,y,z [m], body frame, separated by ';'")
     direction = None
@@ -592,6 +629,10 @@ def export(modal_asset: Path, fmt, out: Path, points, listener_dir, transfer_ass
         if len(d) != 1:
             raise InputError(f"--listener-dir {listener_dir!r}: give {want}")
         direction = d[0]
+    if transfer_asset == "auto" and direction is not None and model.n_modes:
+        from .sources.modal import transfer_model, transfer_path
+        transfer_asset, how = transfer_model(model, "auto", progress=obj.progress, name=modal_asset.name)
+        obj.progress.message(f"radiation: {how}, {transfer_path(model, 'auto')}")
     bank = export_modal(model, fmt, out, points=pts, listener_direction=direction,
                         transfer=transfer_asset, max_modes=max_modes, sample_rate=sample_rate)
     click.echo(f"{out}: {len(bank['modes']['frequency_hz'])} modes, {len(bank['points']['gains'])} hit points")

@@ -301,12 +301,12 @@ def test_cli_export_writes_json_and_faust_and_refuses_bad_input(model, tmp_path)
     model.save(asset)
     pts = ";".join(",".join(str(v) for v in p) for p in np.atleast_2d(HIT))
     assert main(["-q", "export", str(asset), "--format", "json", "--out", str(tmp_path / "b.json"),
-                 "--points", pts]) == 0
+                 "--points", pts, "--transfer", "low_order"]) == 0
     bank = json.loads((tmp_path / "b.json").read_text())
     ref = export_modal(model, "json", tmp_path / "r.json", points=np.atleast_2d(HIT), listener_direction=(0, -1, 0))
     assert np.allclose(bank["points"]["gains"], ref["points"]["gains"], rtol=1e-12, atol=0)
     assert main(["-q", "export", str(asset), "--format", "faust", "--out", str(tmp_path / "b.dsp"),
-                 "--points", pts]) == 0
+                 "--points", pts, "--transfer", "low_order"]) == 0
     assert "stdfaust" in (tmp_path / "b.dsp").read_text() or "process" in (tmp_path / "b.dsp").read_text()
     assert main(["-q", "export", str(asset), "--format", "json", "--out", str(tmp_path / "x.json"),
                  "--listener-dir", "1,nan,0"]) == 2

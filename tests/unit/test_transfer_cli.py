@@ -34,7 +34,7 @@ def modal_asset(tmp_path_factory):
 
 def test_precompute_info_plot_and_resume(modal_asset, tmp_path):
     out = tmp_path / "t.h5"
-    r = CliRunner().invoke(cli, ["-q", "transfer", "precompute", str(modal_asset), "--terms", "2", "--out", str(out)])
+    r = CliRunner().invoke(cli, ["-q", "transfer", "precompute", str(modal_asset), "--method", "bem", "--terms", "2", "--out", str(out)])
     assert r.exit_code == 0, r.output
     tm = TransferModel.load(out)
     assert tm.n_modes == 2 and tm.bank.terms == 2
@@ -53,7 +53,7 @@ def test_precompute_info_plot_and_resume(modal_asset, tmp_path):
     assert not out.with_suffix(".modes").exists()
     before = out.read_bytes()
     out.unlink()
-    r = CliRunner().invoke(cli, ["-q", "transfer", "precompute", str(modal_asset), "--terms", "2", "--out", str(out)])
+    r = CliRunner().invoke(cli, ["-q", "transfer", "precompute", str(modal_asset), "--method", "bem", "--terms", "2", "--out", str(out)])
     assert r.exit_code == 0
     assert out.read_bytes() == before
     assert np.array_equal(TransferModel.load(out).bank.psi, tm.bank.psi)
@@ -67,7 +67,7 @@ def test_precompute_info_plot_and_resume(modal_asset, tmp_path):
 
 def test_refuses_transfer_of_other_model(modal_asset, tmp_path, capsys):
     out = tmp_path / "t.h5"
-    CliRunner().invoke(cli, ["-q", "transfer", "precompute", str(modal_asset), "--terms", "1", "--max-modes", "1",
+    CliRunner().invoke(cli, ["-q", "transfer", "precompute", str(modal_asset), "--method", "bem", "--terms", "1", "--max-modes", "1",
                              "--out", str(out)])
     other = ModalModel.load(modal_asset)
     other.inputs_hash = "another-model"
@@ -133,7 +133,7 @@ def test_unusable_opencl_backend_falls_back_to_numba_with_the_reason(modal_asset
     from impactsound.transfer import bem
     monkeypatch.setattr(bem, "_OPENCL_PROBE", ["a probe solve with it crashed (SIGABRT: LLVM ERROR)"])
     out = tmp_path / "t.h5"
-    assert main(["-q", "transfer", "precompute", str(modal_asset), "--terms", "1", "--max-modes", "1",
+    assert main(["-q", "transfer", "precompute", str(modal_asset), "--method", "bem", "--terms", "1", "--max-modes", "1",
                  "--backend", "opencl", "--out", str(out)]) == 0
     err = capsys.readouterr().err
     assert "SIGABRT" in err and "numba backend instead" in err

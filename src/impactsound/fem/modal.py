@@ -97,6 +97,30 @@ def clamp_nodes(x: np.ndarray, clamp) -> np.ndarray:
     return np.flatnonzero(np.linalg.norm(x - point, axis=1) <= radius)
 
 
+#: a surface whose centre of mass lies within this fraction of its size from the origin is taken as centred
+CENTRED_TOL = 1e-9
+
+
+def canonical_surface(surface):
+    """The surface moved so that its centre of mass (uniform density, trimesh's ``center_mass``) is the origin, and
+    the shift applied: (surface, com) with surface = given - com.
+
+    Every door into the modal model (``impactsound modes``, :func:`modal_analysis`, a scene, which places each
+    object by its centre of mass) meshes this same canonical surface, so the same file, material and settings give
+    one content hash and one cached model (TetGen's output is not translation invariant to the last bit). A
+    surface already centred (|com| <= CENTRED_TOL x its size) is returned unchanged, so centring twice is a no-op.
+    """
+    if surface is None:
+        return None, np.zeros(3)
+    com = np.asarray(surface.center_mass, np.float64)
+    size = float(np.linalg.norm(np.ptp(np.asarray(surface.vertices, np.float64), axis=0)))
+    if not np.all(np.isfinite(com)) or np.linalg.norm(com) <= CENTRED_TOL * max(size, 1e-300):
+        return surface, np.zeros(3)
+    moved = surface.copy()
+    moved.apply_translation(-com)
+    return moved, com
+
+
 def modal_analysis(surface=None, material: Material | None = None, *, order: int = 2,
                    nodes: np.ndarray | None = None, tets: np.ndarray | None = None, max_modes: int = 200,
                    f_max: float = 20000.0, max_edge: float | None = None, quality: float = DEFAULT_QUALITY,
@@ -128,6 +152,9 @@ def modal_analysis(surface=None, material: Material | None = None, *, order: int
         raise InputError(f"{source}: FEM order must be 1 or 2, got {order!r}")
     if surface is None and (nodes is None or tets is None):
         raise InputError(f"{source}: give a surface mesh, or both nodes and tets")
+    surface, shift = canonical_surface(surface)
+    if clamp is not None:
+        clamp = (np.asarray(clamp[0], np.float64) - shift, float(clamp[1]))
     key = modal_inputs_hash(surface, material, order, nodes=nodes, tets=tets, max_modes=max_modes, f_max=f_max,
                             max_edge=max_edge, quality=quality, mesher=mesher, source=source, clamp=clamp)
     mesh_info = {"mesher": "given"}
@@ -183,8 +210,9 @@ def modal_analysis(surface=None, material: Material | None = None, *, order: int
                                                       nodes=int(len(held))),
                 max_residual=float(res.residuals.max()) if len(res.residuals) else 0.0,
                 solver={k: v for k, v in res.info.items() if isinstance(v, (int, float, str))})
+    meta["frame_shift"] = [float(v) for v in shift]                 # com below is in the caller's coordinates
     return ModalModel(material=material, order=order, frequencies_hz=res.frequencies_hz[ok],
-                      surface_nodes=xn[gl], surface_faces=f3, shapes=shapes, xi=xi[ok], mass=mass, com=com,
+                      surface_nodes=xn[gl], surface_faces=f3, shapes=shapes, xi=xi[ok], mass=mass, com=com + shift,
                       inertia=inertia, volume=vol, surface_faces6=f6, meta=meta, inputs_hash=key)
 
 
@@ -197,6 +225,9 @@ def modal_inputs_hash(surface, material: Material, order: int, *, nodes=None, te
     version are in it, with fTetWild's (the fallback for what the mesher refuses). With TetGen the key is the one
     this function gave before ``mesher`` existed, so models cached then stay valid."""
     if surface is not None:
+        surface, shift = canonical_surface(surface)
+        if clamp is not None and np.any(shift):
+            clamp = (np.asarray(clamp[0], np.float64) - shift, float(clamp[1]))
         geom = (np.asarray(surface.vertices, np.float64), np.asarray(surface.faces, np.int64))
     else:
         geom = (np.asarray(nodes, np.float64), np.asarray(tets, np.int64))
@@ -243,9 +274,17 @@ def cached_modal_analysis(surface=None, material: Material | None = None, order:
     folder = Path(cache) if cache is not None else cache_dir()
     path = folder / f"modal_{key[:40]}.h5"
     try:
-        return ModalModel.load(path, inputs_hash=key)
+        cached = ModalModel.load(path, inputs_hash=key)
     except AssetError:
         pass
+    else:
+        # the cached model may have been made through another door (the same surface at another offset): its
+        # centre of mass is re-expressed in this caller's coordinates; everything else is frame-free
+        _, shift = canonical_surface(surface)
+        old = np.asarray(cached.meta.get("frame_shift", np.zeros(3)), np.float64)
+        cached.com = np.asarray(cached.com, np.float64) - old + shift
+        cached.meta["frame_shift"] = [float(v) for v in shift]
+        return cached
     model = modal_analysis(surface, material, order=order, nodes=nodes, tets=tets, max_modes=max_modes,
                            f_max=f_max, max_edge=max_edge, quality=quality, progress=progress, source=source,
                            mesher=mesher, clamp=clamp)
@@ -254,4 +293,5 @@ def cached_modal_analysis(surface=None, material: Material | None = None, order:
     return model
 
 
-__all__ = ["modal_analysis", "cached_modal_analysis", "modal_inputs_hash", "mass_properties", "MeshError"]
+__all__ = ["modal_analysis", "cached_modal_analysis", "modal_inputs_hash", "canonical_surface", "mass_properties",
+           "MeshError"]

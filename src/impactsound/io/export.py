@@ -141,7 +141,14 @@ def _direction(listener_direction):
 def _load_transfer(transfer, model):
     """A TransferModel (or the path of an FFAT transfer asset) checked against ``model``."""
     from ..transfer.precompute import TransferModel
-    if isinstance(transfer, TransferModel):
+    if isinstance(transfer, str) and transfer in ("auto", "ffat"):
+        # the scene's radiation of this very model: the cached asset, computed once when missing
+        from ..sources.modal import transfer_model
+        from ..io.progress import QUIET
+        tm, _ = transfer_model(model, transfer, progress=QUIET)
+        if tm is None:
+            return None
+    elif isinstance(transfer, TransferModel):
         tm = transfer
     else:
         try:
@@ -219,7 +226,8 @@ def modal_bank(model, *, points=None, listener_direction=(0.0, -1.0, 0.0), trans
         air = Air()
     if e is not None and not (np.isfinite(air.c) and air.c > 0 and np.isfinite(air.rho) and air.rho > 0):
         raise InputError(f"export: air c = {air.c} m/s and rho = {air.rho} kg/m^3 must be positive")
-    tm = _load_transfer(transfer, model) if (transfer is not None and e is not None) else None
+    use = transfer is not None and not (isinstance(transfer, str) and transfer == "low_order") and e is not None
+    tm = _load_transfer(transfer, model) if use else None
     pos, nrm, gains, dist = _hit_points(model, points)
 
     xi = xi_all[idx]
@@ -354,7 +362,9 @@ def export_modal(model, fmt: str, out, *, points=None, listener_direction=(0.0, 
     None: every surface vertex (vertex normals). listener_direction: body-frame vector towards the listener (the
     radiation gains are far-field pressures at 1 m there), None: no radiation (sum of the modal coordinates).
     transfer: a :class:`~impactsound.transfer.precompute.TransferModel` or the path of its asset: FFAT maps for
-    the modes it covers, the compact model for the rest. air: object with c [m/s] and rho [kg/m^3] (default
+    the modes it covers, the compact model for the rest; "auto": the radiation a scene uses for this model (FDTD
+    FFAT maps of every mode, the cached asset, computed once when missing); None or "low_order": the compact
+    model for all modes. air: object with c [m/s] and rho [kg/m^3] (default
     20 degrees C air). max_modes: keep the lowest N of the modes below min(20 kHz, 0.45 sample_rate).
     sample_rate [Hz]: the Faust coefficients' rate. Returns the bank (dict) that was written.
     """

@@ -456,6 +456,25 @@ def modal_models(scene, progress=QUIET) -> dict:
     return models
 
 
+def transfer_path(model, method: str = "auto", *, air=None, max_modes: int = 20):
+    """The cache file of a modal model's radiation by ``method`` ("auto": FDTD FFAT maps; "ffat": BEM FFAT maps of
+    the first ``max_modes`` modes), keyed by the content hash of the model and the settings; None for
+    "low_order" (nothing is stored). Every door (a scene, :func:`strike`, ``impactsound transfer precompute``,
+    ``impactsound export``) reads and writes this same file."""
+    from ..assets import cache_dir
+    from ..scene.model import Air
+    air = air or Air()
+    if method == "auto":
+        from ..transfer.fdtd_transfer import FDTDTransferSettings
+        from ..transfer.fdtd_transfer import transfer_inputs_hash as fdtd_hash
+        return cache_dir() / f"fdtd-{fdtd_hash(model, FDTDTransferSettings(c=air.c, rho=air.rho))[:32]}.h5"
+    if method == "ffat":
+        from ..transfer.precompute import TransferSettings, transfer_inputs_hash
+        settings = TransferSettings(max_modes=max_modes, c=air.c, rho=air.rho)
+        return cache_dir() / f"ffat-{transfer_inputs_hash(model, settings)[:32]}.h5"
+    return None
+
+
 def transfer_model(model, method: str = "auto", *, air=None, max_modes: int = 20, progress=QUIET,
                    name: str = "object"):
     """The radiation of a modal model's modes, from the cache or computed (cached by content hash).
@@ -483,21 +502,26 @@ def transfer_model(model, method: str = "auto", *, air=None, max_modes: int = 20
     tuple
         (TransferModel, or None for "low_order" or a model without modes; a description of the radiation used).
     """
-    from ..assets import cache_dir
+    from ..errors import AssetError
     from ..scene.model import Air
-    from ..transfer.precompute import TransferModel, TransferSettings, run_transfer, transfer_inputs_hash
+    from ..transfer.precompute import TransferModel, TransferSettings, run_transfer
     air = air or Air()
     low = "low_order (monopole + dipole; approximate)"
     if method not in ("auto", "ffat", "low_order"):
         raise InputError(f"transfer method {method!r}: use 'auto', 'ffat' or 'low_order'")
     if not model.n_modes or method == "low_order":
         return None, low
+    path = transfer_path(model, method, air=air, max_modes=max_modes)
+    if path.is_file():
+        try:
+            TransferModel.load(path, model)
+        except AssetError as e:          # a corrupted or stale cache file is rebuilt, never used
+            progress.message(f"  {name}: rebuilding the cached radiation ({e})")
+            path.unlink(missing_ok=True)
     if method == "auto":
         from ..transfer.fdtd_transfer import FDTDTransferSettings, plan, run_fdtd_transfer
-        from ..transfer.fdtd_transfer import transfer_inputs_hash as fdtd_hash
         from ..transfer.precompute import model_surface
         settings = FDTDTransferSettings(c=air.c, rho=air.rho)
-        path = cache_dir() / f"fdtd-{fdtd_hash(model, settings)[:32]}.h5"
         if not path.is_file():
             v, f, _ = model_surface(model)
             pl = plan(v, f, model.frequencies_hz, settings)
@@ -507,7 +531,6 @@ def transfer_model(model, method: str = "auto", *, air=None, max_modes: int = 20
         tm = TransferModel.load(path, model)
         return tm, f"fdtd_ffat (FFAT maps from FDTD, all {tm.n_modes} modes)"
     settings = TransferSettings(max_modes=max_modes, c=air.c, rho=air.rho)
-    path = cache_dir() / f"ffat-{transfer_inputs_hash(model, settings)[:32]}.h5"
     if not path.is_file():
         with progress.stage(f"BEM transfer of {name} ({min(model.n_modes, max_modes)} modes)") as update:
             run_transfer(model, settings, out=path, progress=update)
@@ -540,6 +563,8 @@ def transfer_models(scene, models: dict, progress=QUIET) -> tuple[dict, dict]:
             continue
         used[name] = "low_order (monopole + dipole; approximate)"
         modal_path = cache_dir() / f"modal_{model.inputs_hash[:40]}.h5"
+        files = model.meta.setdefault("assets", {})
+        files["modal"] = {"file": str(modal_path), "key": model.inputs_hash}
         if given.get(name) == "low_order":
             used[name] = "low_order (monopole + dipole; approximate: the object asks for it, transfer = 'low_order')"
             progress.message(f"  {name}: radiation {used[name]}")
@@ -552,6 +577,7 @@ def transfer_models(scene, models: dict, progress=QUIET) -> tuple[dict, dict]:
                                  f"model of {name} is {modal_path}: run `impactsound transfer precompute "
                                  f"{modal_path} --out {given[name]}`") from None
             used[name] = f"ffat_file ({given[name]}) for the first {out[name].n_modes} modes, low_order for the rest"
+            files["radiation"] = {"file": str(given[name]), "key": out[name].modal_inputs_hash}
             progress.message(f"  {name}: radiation {used[name]}")
             continue
         tm, how = transfer_model(model, opt.transfer, air=scene.air, max_modes=opt.transfer_max_modes,
@@ -559,6 +585,8 @@ def transfer_models(scene, models: dict, progress=QUIET) -> tuple[dict, dict]:
         if tm is not None:
             out[name] = tm
             used[name] = how
+            tpath = transfer_path(model, opt.transfer, air=scene.air, max_modes=opt.transfer_max_modes)
+            files["radiation"] = {"file": str(tpath), "key": tpath.stem.split("-", 1)[1]}
         progress.message(f"  {name}: radiation {used[name]} (modal asset {modal_path})")
     return out, used
 
@@ -588,7 +616,8 @@ def render(prep: ModalPrepared, ctx) -> dict:
 def describe(prep: ModalPrepared) -> tuple[dict, dict]:
     """Sidecar entries: modes and radiation model per object."""
     modes = {k: int(m.n_modes) for k, m in prep.models.items()}
-    objects = {k: {"modes": n, "radiation": prep.radiation.get(k, "none (no modes below f_max)")}
+    objects = {k: {"modes": n, "radiation": prep.radiation.get(k, "none (no modes below f_max)"),
+                   "assets": dict(prep.models[k].meta.get("assets", {}))}
                for k, n in modes.items()}
     objects.update({k: {"modes": 0, "note": why} for k, why in (prep.notes or {}).items()})
     return {"modes": modes, "radiation": prep.radiation}, objects
