@@ -26,6 +26,12 @@ Table of contents (pipeline order):
 
 Messages go to ``logging.getLogger("impactsound")``.
 """
+try:
+    from importlib.metadata import PackageNotFoundError, version as _version
+    __version__ = _version("impactsound")
+except PackageNotFoundError:                   # pragma: no cover - run from a source tree without installing
+    __version__ = "0+unknown"
+
 from .contact.stage import ContactStage, contact_stage
 from .dynamics.events import EventLog
 from .dynamics.hygiene import RawContacts, clean_contacts

@@ -378,10 +378,9 @@ def pan_precompute(obj: _Ctx, mesh: Path, material, E, nu, rho, directions, out,
         require_distributed()                 # say how to install Dask before any work
     map_fn = functools.partial(map_tasks, scheduler=scheduler, workers=workers or 1,
                                fallback_local=fallback_local)
+    from .sources.pan.source import parse_directions
     try:
-        nt, nph = (int(v) for v in directions.lower().split("x"))
-        if nt < 2 or nph < 3:
-            raise ValueError
+        nt, nph = parse_directions(directions)
     except ValueError:
         raise InputError(f"--directions {directions!r}: expected THETAxPHI with THETA >= 2, PHI >= 3, e.g. 5x10")
     surf = load_surface(mesh)

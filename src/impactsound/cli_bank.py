@@ -118,14 +118,18 @@ def bank_build(ctx, preset, eps, workers, scheduler, fallback_local, entries, ou
 @bank.command("info")
 @click.argument("bank_file", required=False, type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--preset", type=click.Choice(["tiny", "standard", "paper"]), default="standard", show_default=True,
-              help="Without BANK_FILE: which default bank file.")
+              help="Without BANK_FILE: which default bank (the shipped one for standard at eps 0.01, else the "
+                   "cache folder's).")
 @click.option("--eps", type=float, default=DEFAULT_EPS, show_default=True, help="Without BANK_FILE: which default bank file.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 def bank_info(bank_file, preset, eps, as_json):
     """Entries present, eps, size and the compression error of each entry (relative L2 of the wavelet form
     against the raw solver series, measured at build time; the largest of its six fields)."""
-    from .sources.pan.soundbank import Soundbank, default_path
-    path = bank_file if bank_file is not None else default_path(preset, eps)
+    from .sources.pan.soundbank import Soundbank, default_path, shipped_bank
+    path = bank_file
+    if path is None:
+        shipped = shipped_bank(preset, eps)        # what scenes use: the package's own bank, verified
+        path = shipped.path if shipped is not None else default_path(preset, eps)
     if not path.is_file():
         raise AssetError(f"{path}: no soundbank there; build one with `impactsound bank build --preset {preset} "
                          f"--eps {eps:g}" + (f" --out {path}`" if bank_file is not None else "`"))
@@ -146,3 +150,28 @@ def bank_info(bank_file, preset, eps, as_json):
         for e in info["entries"]:
             click.echo(f"  {e['index']:5d}  {e['axes'][1]:.4f}  {e['axes'][2]:.4f}  {100 * e['error']:7.2f}  "
                        f"{e['kbytes']:6.0f}  {e['seconds']:5.1f}")
+
+
+@bank.command("manifest")
+@click.argument("bank_file", type=click.Path(dir_okay=False, exists=True, path_type=Path))
+def bank_manifest(bank_file):
+    """Write BANK_FILE's manifest beside it (BANK_FILE with suffix .json: sha256, size, entries, compression errors,
+    versions): what a bank shipped as package data is checked against when it is opened. For maintainers shipping
+    a bank built with `impactsound bank build`."""
+    import hashlib
+    import platform
+
+    from . import __version__
+    from .sources.pan.soundbank import Soundbank
+    info = Soundbank.open(bank_file).info()
+    data = bank_file.read_bytes()
+    man = {"file": bank_file.name, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest(),
+           "preset": info["preset"], "eps": info["eps"], "version": info["version"], "c": info["c"],
+           "rho": info["rho"], "entries": info["entries_present"], "n_entries": info["n_entries"],
+           "max_compression_error": info["max_error"], "mean_compression_error": info["mean_error"],
+           "build_seconds": sum(e["seconds"] for e in info["entries"]),
+           "built_with": f"impactsound {__version__}: impactsound bank build --preset {info['preset']} --eps "
+                         f"{info['eps']:g}", "machine": platform.machine()}
+    out = bank_file.with_suffix(".json")
+    out.write_text(json.dumps(man, indent=1) + "\n")
+    click.echo(str(out))

@@ -115,3 +115,29 @@ def test_export_defaults_to_the_scenes_radiation(block, tmp_path, monkeypatch):
     calls.clear()
     assert main(["-q", "export", str(asset), "--format", "json", "--out", str(out), "--transfer", "low_order"]) == 0
     assert calls == [] and json.loads(out.read_text())["radiation"]["transfer"] is None
+
+
+def test_scene_pan_settings_select_the_precomputed_field(block, monkeypatch):
+    """A scene's [source.acceleration_noise] directions and h reach the PAN job, and a field precomputed from the
+    file (`impactsound pan precompute --directions 40x80`) has the same cache key as the scene's object."""
+    import impactsound.sources.pan.source as pan_source
+    from impactsound.errors import InputError
+    from impactsound.sources.pan.precompute import pan_asset_path, plan_pan
+    path, scene_file = block
+    text = scene_file.read_text().replace("[[object]]", "[source.acceleration_noise]\nmodel = \"pan\"\n"
+                                          "directions = \"40x80\"\n\n[[object]]")
+    scene_file.write_text(text)
+    seen = []
+
+    def record(body, job, est, progress):
+        seen.append(job)
+        raise RuntimeError("recorded")
+    monkeypatch.setattr(pan_source, "_own_field", record)
+    with pytest.raises(RuntimeError, match="recorded"):
+        pan_source.prepare(load_scene(scene_file))
+    cli_job = plan_pan(load_surface(path), get_material("steel"), n_theta=40, n_phi=80)
+    assert (seen[0].n_theta, seen[0].n_phi) == (40, 80)
+    assert pan_asset_path(seen[0]) == pan_asset_path(cli_job)
+    scene_file.write_text(text.replace('"40x80"', '"40by80"'))
+    with pytest.raises(InputError, match="directions"):
+        load_scene(scene_file)

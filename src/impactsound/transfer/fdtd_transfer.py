@@ -24,7 +24,9 @@ Per object (body frame, centre of mass at the origin; e^{-i w t} throughout):
    state p(x, t) = Re(P_j(x) e^{-i w_j t}) per mode, P_j the pressure per unit modal amplitude -- the quantity the
    BEM path computes from dp/dn = rho w_j^2 (n . u_j).
 4. Separation: after the ramp and the transit over the grid, p on both sides of Gamma is fitted over a window of
-   ``window_cycles / separation_hz`` seconds by p = sum_j A_j cos(w_j t) + B_j sin(w_j t) (normal equations
+   ``window_cycles`` over the run's smallest frequency gap (at least four periods of its lowest mode; the groups
+   are chosen to make the total run time least: :func:`schedule_groups`) by
+   p = sum_j A_j cos(w_j t) + B_j sin(w_j t) (normal equations
    accumulated block by block, so no time series is stored), P_j = A_j + i B_j.
 5. Far field: the Kirchhoff-Helmholtz representation over Gamma, p(x) = int (P dG/dn_y - G dP/dn) dS (the same
    compiled quadrature as the BEM's, transfer/bem.py), with P the mean and dP/dn the difference of the two cell
@@ -50,7 +52,7 @@ from . import bem, ffat
 if TYPE_CHECKING:
     from ..wave.fdtd import Grid
 
-CODE_VERSION = "fdtd-transfer-1"
+CODE_VERSION = "fdtd-transfer-2"     # 2: per-run windows and least-cost groups
 #: radius of the outermost fitting shell, in bounding radii
 FAR_SHELL = 100.0
 
@@ -74,7 +76,7 @@ class FDTDTransferSettings:
     separation_hz : float, optional
         Least frequency gap between modes that share a run [Hz].
     window_cycles : float, optional
-        Fit window length in units of 1/separation_hz.
+        Fit window length in units of 1 / (the run's smallest frequency gap).
     ramp_cycles : float, optional
         Drive ramp in periods of the group's lowest mode.
     ramp_min : float, optional
@@ -121,6 +123,68 @@ class FDTDTransferSettings:
             raise InputError(f"FDTD transfer: terms = {self.terms} must be in 1..shells - 1 = {self.shells - 1}")
         if not (self.c > 0 and self.rho > 0):
             raise InputError("FDTD transfer: air c and rho must be positive")
+
+
+#: shortest fit window, in periods of a run's lowest mode (a run of one mode, or of modes far apart)
+MIN_WINDOW_PERIODS = 4.0
+
+
+def run_times(freqs_hz, settings: "FDTDTransferSettings") -> tuple[float, float]:
+    """Drive ramp and fit window [s] of one run driving the modes ``freqs_hz`` (module docstring, steps 3-4).
+
+    The least-squares separation of sinusoids is conditioned by the window times their smallest frequency gap
+    (the same criterion as a DFT's resolution), so the window is ``window_cycles`` over the run's own smallest gap,
+    at least :data:`MIN_WINDOW_PERIODS` periods of its lowest mode; the ramp is ``ramp_cycles`` periods of the
+    lowest mode, at least ``ramp_min``.
+    """
+    f = np.sort(np.asarray(freqs_hz, np.float64))
+    gap = float(np.min(np.diff(f))) if len(f) > 1 else np.inf
+    ramp = max(settings.ramp_min, settings.ramp_cycles / f[0])
+    window = max(settings.window_cycles / gap, MIN_WINDOW_PERIODS / f[0])
+    return ramp, window
+
+
+def schedule_groups(freqs_hz, settings: "FDTDTransferSettings", transit: float) -> list[list[int]]:
+    """The runs that radiate every mode at least cost: mode groups whose members differ by at least
+    ``separation_hz``, chosen among the first-fit grouping (:func:`group_modes`) and the round-robin splits of the
+    sorted frequencies into R = 1..m runs (mode i to run i mod R, so that each run's modes lie R spacings apart),
+    by the total simulated time sum_runs (ramp + transit + window) of :func:`run_times`: more runs cost more
+    ramps and transits, fewer runs longer windows (their modes lie closer together).
+
+    Parameters
+    ----------
+    freqs_hz : array_like, shape (m,)
+    settings : FDTDTransferSettings
+    transit : float
+        Time for sound to cross the grid [s].
+
+    Returns
+    -------
+    list of list of int
+    """
+    f = np.asarray(freqs_hz, np.float64)
+    if len(f) == 0:
+        return []
+    order = np.argsort(f, kind="stable")
+
+    def cost(groups):
+        total = 0.0
+        for g in groups:
+            fg = np.sort(f[g])
+            if len(fg) > 1 and np.min(np.diff(fg)) < settings.separation_hz:
+                return np.inf
+            ramp, window = run_times(fg, settings)
+            total += ramp + transit + window
+        return total
+
+    best = group_modes(f, settings.separation_hz)
+    best_cost = cost(best)
+    for R in range(1, len(f) + 1):
+        groups = [[int(j) for j in order[r::R]] for r in range(R)]
+        c = cost(groups)
+        if c < best_cost:
+            best, best_cost = groups, c
+    return best
 
 
 def group_modes(freqs_hz, separation_hz: float) -> list[list[int]]:
@@ -234,14 +298,12 @@ def plan(vertices, faces, freqs_hz, settings: FDTDTransferSettings, offset=None)
     shift = np.zeros(3) if offset is None else np.asarray(offset, np.float64)
     grid = Grid(tuple(int(x) for x in n), h, 0.5 * (lo + hi) - 0.5 * n * h + shift * h, DEFAULT_NPML)
     dt = 0.99 * COURANT_LIMIT * h / s.c
-    groups = group_modes(freqs_hz, s.separation_hz)
     transit = float(np.linalg.norm(n * h)) / s.c
+    groups = schedule_groups(freqs_hz, s, transit)
     n_steps, fit_start, ramps = [], [], []
     for g in groups:
-        f_lo = float(np.min(np.asarray(freqs_hz)[g]))
-        ramp = max(s.ramp_min, s.ramp_cycles / f_lo)
+        ramp, window = run_times(np.asarray(freqs_hz, np.float64)[g], s)
         start = ramp + transit
-        window = s.window_cycles / s.separation_hz
         n_steps.append(int(math.ceil((start + window) / dt)))
         fit_start.append(int(math.ceil(start / dt)))
         ramps.append(ramp)

@@ -169,8 +169,10 @@ def plan_pan(mesh, material: Material, *, n_theta: int = 5, n_phi: int = 10, c: 
     if not mesh.is_watertight:
         raise InputError("PAN precompute needs a watertight mesh to voxelize; repair it (trimesh.repair.fill_holes "
                          "or a mesher such as fTetWild)")
-    body = mesh.copy()
-    body.apply_translation(-np.asarray(body.center_mass))
+    # the same canonical placement as the modal model's (fem.modal.canonical_surface): a file and the scene's
+    # body (already about its centre of mass) give one job and one cached field
+    from ...fem.modal import canonical_surface
+    body, _ = canonical_surface(mesh)
     mass = float(material.rho * body.volume)
     inertia = np.asarray(body.moment_inertia, np.float64) * material.rho
     if h is None:

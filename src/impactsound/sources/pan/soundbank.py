@@ -633,6 +633,67 @@ def default_path(preset="standard", eps: float = DEFAULT_EPS) -> Path:
     return cache_dir() / f"soundbank_{get_preset(preset).name}_eps{check_eps(eps):g}_v{BANK_VERSION}.h5"
 
 
+#: the banks shipped with the package (package data, ``impactsound/data``): (preset, eps) -> file name. Each has a
+#: manifest ``<name>.json`` beside it (sha256, size, entries, how it was built), checked when the bank is opened.
+SHIPPED = {("standard", DEFAULT_EPS): f"soundbank_standard_eps{DEFAULT_EPS:g}_v{BANK_VERSION}.h5"}
+
+
+def shipped_path(preset="standard", eps: float = DEFAULT_EPS) -> Path | None:
+    """Where the package's own bank of this preset and eps lies (it may be missing from a broken installation),
+    or None when none is shipped for them."""
+    name = SHIPPED.get((get_preset(preset).name, float(eps)))
+    return None if name is None else Path(__file__).resolve().parents[2] / "data" / name
+
+
+@functools.lru_cache(maxsize=4)
+def _verified(path: str, size: int, mtime_ns: int) -> str:
+    """sha256 of a shipped bank file checked against its manifest (once per file state and process)."""
+    import hashlib
+    import json
+    p = Path(path)
+    man_path = p.with_suffix(".json")
+    fix = ("reinstall impactsound (make setup, or pip install --force-reinstall impactsound), or build the bank "
+           f"yourself (impactsound bank build --preset standard --out FILE, about an hour on 2 cores) and point "
+           "scenes at it with [source.acceleration_noise] bank_path = \"FILE\"")
+    try:
+        manifest = json.loads(man_path.read_text())
+    except (OSError, ValueError) as e:
+        raise AssetError(f"{p}: the shipped soundbank's manifest {man_path.name} is missing or unreadable ({e}); "
+                         + fix) from None
+    h = hashlib.sha256()
+    with open(p, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    if size != manifest.get("bytes") or h.hexdigest() != manifest.get("sha256"):
+        raise AssetError(f"{p}: the shipped soundbank is corrupted (its size or sha256 differs from "
+                         f"{man_path.name}: {size} bytes, sha256 {h.hexdigest()[:16]}..., expected "
+                         f"{manifest.get('bytes')} bytes, {str(manifest.get('sha256'))[:16]}...); " + fix)
+    return h.hexdigest()
+
+
+def shipped_bank(preset="standard", eps: float = DEFAULT_EPS, c: float = AIR_C) -> "Soundbank | None":
+    """The package's own bank for a preset and eps, verified against its manifest, read-only; None when none is
+    shipped for them or for this speed of sound (then the cache folder's bank, solved on demand, is used).
+
+    Raises
+    ------
+    AssetError
+        When the shipped file is corrupted (sha256 or size differ from its manifest), naming it and the fixes.
+    """
+    import warnings
+    p = shipped_path(preset, eps)
+    if p is None or abs(float(c) - AIR_C) > 1e-9 * AIR_C:
+        return None
+    if not p.is_file():
+        warnings.warn(f"{p}: the shipped soundbank is missing (a broken installation?); proxy entries are solved "
+                      "on demand into the cache folder instead (the same sound, 30-60 s per entry the first time). "
+                      "Reinstall impactsound (make setup) to restore it", stacklevel=2)
+        return None
+    st = p.stat()
+    _verified(str(p), st.st_size, st.st_mtime_ns)
+    return Soundbank(p, preset, AIR_C, AIR_RHO, eps, read_only=True)
+
+
 @contextlib.contextmanager
 def _locked(path: Path):
     """Exclusive lock on ``<path>.lock`` (fcntl; a no-op where fcntl is missing)."""
@@ -680,6 +741,8 @@ class Soundbank:
         Air [m/s], [kg/m^3].
     eps : float, optional
         Wavelet tolerance in (0, 1) (default :data:`DEFAULT_EPS`).
+    read_only : bool, optional
+        Never solve or store entries (the shipped bank, :func:`shipped_bank`): a missing entry is an error.
 
     Raises
     ------
@@ -690,7 +753,8 @@ class Soundbank:
     """
 
     def __init__(self, path=None, preset="standard", c: float = AIR_C, rho: float = AIR_RHO,
-                 eps: float = DEFAULT_EPS):
+                 eps: float = DEFAULT_EPS, *, read_only: bool = False):
+        self.read_only = bool(read_only)
         self.eps = check_eps(eps)
         self.preset = get_preset(preset)
         self.c, self.rho = float(c), float(rho)
@@ -783,6 +847,9 @@ class Soundbank:
         """Add entries to the file: under the lock, re-read it (others may have added entries), merge, rewrite
         atomically; then drop the entries' checkpoints."""
         import shutil
+        if self.read_only:
+            raise AssetError(f"{self.path}: this soundbank is read-only (the one shipped with the package); build "
+                             f"into another file: impactsound bank build --out FILE")
         for e in entries:
             if (e.n_theta, e.n_phi) != (self.preset.n_theta, self.preset.n_phi):
                 raise InputError(f"soundbank entry {e.index}: its fields are not the positive octant of this bank's "
@@ -845,6 +912,9 @@ class Soundbank:
             self._entries[i] = e
             return e
         self._check_resolved([i])
+        if self.read_only:
+            raise AssetError(f"{self.path}: the shipped soundbank lacks entry {i}: the installation is incomplete; "
+                             "reinstall impactsound (make setup, or pip install --force-reinstall impactsound)")
         if not compute:
             raise AssetError(f"{self.path}: soundbank entry {i} is not built yet; run `impactsound bank build "
                              f"--preset {self.preset.name} --entries {i}`")

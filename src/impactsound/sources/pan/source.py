@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ...constants import BANK_EPS, V_MIN
 from ...contact.stage import BodyContacts, ContactStage, contact_stage
@@ -308,12 +308,24 @@ class PANOptions(BaseModel):
     budget: float = Field(default=2.0e10, gt=0, description="largest PAN precompute in FDTD cell updates (~4 s "
                           "per 1e9 on 2 cores) run under model = auto; objects over it get the proxy")
     bank: Literal["standard", "tiny", "paper"] = Field(
-        default="standard", description="soundbank preset for proxies (missing entries are solved on demand, "
-        "standard 30-60 s each on 2 cores; tiny: seconds, low band: objects under ~2 cm)")
+        default="standard", description="soundbank preset for proxies: standard is shipped with the package (all "
+        "66 entries at eps 0.01; other eps or air are solved on demand, 30-60 s per entry on 2 cores); tiny: "
+        "seconds per entry, low band: objects under ~2 cm")
     bank_eps: float = Field(default=BANK_EPS, gt=0, lt=1, description="wavelet tolerance of the soundbank (0.01 "
                             "keeps the rotation noise of long contacts within a few %; 0.04 loses 20 % or more)")
     bank_path: str | None = Field(default=None, description="soundbank file (default: in the cache folder), "
                                   "relative to the scene file")
+    directions: str = Field(default="5x10", description="direction grid THETAxPHI of own PAN fields (Chadwick, "
+                            "Zheng & James 2012, sec. 5: 5x10 for small objects, 40x80 for detail); a field "
+                            "precomputed with `impactsound pan precompute --directions` is used when it matches")
+    h: float | None = Field(default=None, gt=0, description="pulse time scale of own PAN fields [s] (default: "
+                            "from the object's mass and material, sec. 4.3)")
+
+    @field_validator("directions")
+    @classmethod
+    def _grid(cls, v):
+        parse_directions(v)
+        return v
 
 
 @dataclass
@@ -336,6 +348,18 @@ class PANPrepared:
     missing: dict
     frames: dict = field(default_factory=dict)
     models: dict = field(default_factory=dict)
+
+
+def parse_directions(text: str) -> tuple[int, int]:
+    """'THETAxPHI' -> (n_theta, n_phi); ValueError (a message naming what is wanted) otherwise."""
+    try:
+        nt, nph = (int(v) for v in str(text).lower().split("x"))
+    except ValueError:
+        nt = nph = 0
+    if nt < 2 or nph < 3:
+        raise ValueError(f"directions = {text!r}: expected THETAxPHI with THETA >= 2, PHI >= 3, e.g. '5x10' or "
+                         "'40x80'")
+    return nt, nph
 
 
 def _budget_reason(est: dict, budget: float) -> str:
@@ -365,7 +389,7 @@ def open_bank(scene, opts):
 
     from ...assets.store import cache_dir
     from ...constants import AIR_C, AIR_RHO
-    from .soundbank import Soundbank, default_path
+    from .soundbank import Soundbank, default_path, shipped_bank
     c = float(scene.air.c)
     if opts.bank_path:
         p = Path(opts.bank_path)
@@ -373,6 +397,9 @@ def open_bank(scene, opts):
         if not p.is_absolute() and src.is_file():
             p = src.parent / p
     elif abs(c - AIR_C) <= 1e-9 * AIR_C:
+        shipped = shipped_bank(opts.bank, opts.bank_eps, c)
+        if shipped is not None:
+            return shipped                  # the package's own bank: a render never solves a standard entry
         p = default_path(opts.bank, opts.bank_eps)
     else:
         p = cache_dir() / f"soundbank_{opts.bank}_eps{opts.bank_eps:g}_c{c:g}.h5"
@@ -420,11 +447,15 @@ def prepare(scene, progress=QUIET) -> PANPrepared:
             continue
         why_proxy = "acceleration_noise = \"proxy\""
         if model in ("auto", "pan"):
-            job = plan_pan(body.mesh, body.material, c=scene.air.c, rho=scene.air.rho)
+            nt, nph = parse_directions(opts.directions)
+            job = plan_pan(body.mesh, body.material, c=scene.air.c, rho=scene.air.rho, n_theta=nt, n_phi=nph,
+                           h=opts.h)
             est = job.estimate()
             if model == "pan" or est["cell_updates"] <= opts.budget:
                 own[body.name] = _own_field(body, job, est, progress)
-                models[body.name] = {"acceleration_noise": "pan"}
+                from .precompute import pan_asset_path
+                models[body.name] = {"acceleration_noise": "pan", "pan_field": str(pan_asset_path(job)),
+                                     "directions": f"{job.n_theta}x{job.n_phi}", "h_s": float(job.h)}
                 progress.message(f"  {body.name}: own PAN acceleration noise field (" + (
                     "acceleration_noise = \"pan\")" if model == "pan" else
                     f"its precompute, {est['cell_updates']:.2g} cell updates, is within the budget)"))
