@@ -173,12 +173,18 @@ def demo(obj: _Ctx, out_dir: Path, which: str):
               help="Render a scene's event log even if it fails the plausibility checks (times after the scene, "
                    "impulses too large for the masses, points off the bodies...; docs/event-log.md): warnings "
                    "instead of an error.")
+@click.option("--preview", is_flag=True,
+              help="A first listen in seconds ([scene] quality = \"preview\"): coarser FEM mesh and FDTD radiation, "
+                   "proxy acceleration noise, no ground sound; how far it is from the default: docs/scene-format.md.")
 @click.pass_obj
-def render(obj: _Ctx, scene_file: Path, out: Path, png: Path | None, stems: Path | None, allow_implausible: bool):
+def render(obj: _Ctx, scene_file: Path, out: Path, png: Path | None, stems: Path | None, allow_implausible: bool,
+           preview: bool):
     """Render SCENE_FILE (TOML, see docs/scene-format.md) to a WAV (pascals recoverable via OUT.json)."""
     from .pipeline import render_scene
     from .scene import load_scene
     scene = load_scene(scene_file)
+    if preview:
+        scene.quality = "preview"
     with _event_log_warnings():
         result = render_scene(scene, obj.progress, allow_implausible=allow_implausible)
     for p in result.save(out, stems=stems, png=png, title=str(scene_file)):

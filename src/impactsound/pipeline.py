@@ -239,7 +239,7 @@ def render_scene(scene: Scene | str | Path | dict, progress: Progress = QUIET, e
     ctx = RenderContext(scene, events, listeners, ears.reshape(-1, 3), scene.sample_rate, n, progress,
                         motion=motion, resting=resting)
     stems: dict[str, dict[str, np.ndarray]] = {}
-    info: dict = {"sources": list(scene.sources)}
+    info: dict = {"sources": list(scene.sources), "quality": getattr(scene, "quality", "default")}
     objects: dict = {b.name: {} for b in scene.bodies}
     for kind in kinds:
         prepared = kind.prepare(scene, progress)

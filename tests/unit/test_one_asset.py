@@ -141,3 +141,42 @@ def test_scene_pan_settings_select_the_precomputed_field(block, monkeypatch):
     scene_file.write_text(text.replace('"40x80"', '"40by80"'))
     with pytest.raises(InputError, match="directions"):
         load_scene(scene_file)
+
+
+def test_preview_quality_is_coarser_and_says_so(tmp_path, monkeypatch):
+    """`render --preview` ([scene] quality = "preview"): a coarser FEM mesh (fewer dofs, modes within a few %),
+    the preview FDTD grid, proxy acceleration noise and no ground sound, all named in the sidecar."""
+    from impactsound.pipeline import render_scene
+    monkeypatch.setenv("IMPACTSOUND_CACHE", str(tmp_path / "cache"))
+    import trimesh as tm
+    bar = tm.creation.box(extents=(0.08, 0.012, 0.008))
+    bar.export(tmp_path / "bar.obj")
+    scene_file = tmp_path / "bar.toml"
+    scene_file.write_text("""
+[scene]
+duration = 0.3
+quality = "preview"
+sources = ["modal", "ground"]
+[source.modal]
+modal_order = 2
+max_modes = 3
+[[object]]
+name = "bar"
+mesh = "bar.obj"
+material = "aluminium"
+position = [0, 0, 0.05]
+[[listener]]
+position = [0.4, 0.1, 0.3]
+""")
+    scene = load_scene(scene_file)
+    assert scene.quality == "preview"
+    res = render_scene(scene)
+    assert res.info["quality"] == "preview" and "preview" in res.info["ground"]
+    assert "preview grid" in res.info["objects"]["bar"]["radiation"]
+    assert np.abs(res.mix).max() > 0
+    preview_model = modal_models(scene)["bar"]
+    scene.quality = "default"
+    default_model = modal_models(scene)["bar"]
+    assert preview_model.meta["dofs"] < 0.5 * default_model.meta["dofs"]
+    # the first bending mode of the bar: the preview mesh is within 2 % of the default one
+    assert abs(preview_model.frequencies_hz[0] / default_model.frequencies_hz[0] - 1) < 0.02

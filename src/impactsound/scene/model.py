@@ -148,6 +148,9 @@ class Scene:
     options: dict = field(default_factory=dict)
     path: str = "<scene>"
     granular: "object | None" = None  # GranularSetup of a [granular] table (scene/granular.py), else None
+    # "default": the accurate models; "preview": a first listen in seconds (coarser FEM mesh and FDTD radiation,
+    # proxy acceleration noise, no ground sound: PREVIEW in sources/modal.py says what and how far off)
+    quality: str = "default"
 
     @property
     def body_names(self) -> list[str]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Literal, Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -109,6 +109,7 @@ class SceneSpec(_Strict):
     sources: list[str] = Field(default_factory=lambda: list(DEFAULT_SOURCES))
     timestep: float = 2e-4
     event_log: str | None = None
+    quality: Literal["default", "preview"] = "default"
     # older spellings of [source.modal] / [source.acceleration_noise] options (SCENE_OPTION_KEYS)
     modal_order: Any = None
     max_modes: Any = None
@@ -456,7 +457,7 @@ def parse_scene(data: dict, base: Path = Path("."), src: str = "<scene>") -> Sce
     scene = Scene(bodies=bodies, ground=ground, listeners=listeners, duration=float(s.duration),
                   sample_rate=int(s.sample_rate), seed=int(s.seed), sources=sources, air=air,
                   timestep=float(s.timestep), event_log=str((base / s.event_log).resolve()) if s.event_log
-                  else None, options=options, path=src, granular=granular)
+                  else None, options=options, path=src, granular=granular, quality=str(s.quality))
     _check_listeners(scene)
     return scene
 

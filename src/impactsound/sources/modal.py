@@ -437,14 +437,17 @@ def modal_models(scene, progress=QUIET) -> dict:
     """FEM modal model of every body (cached on disk by content hash): {body name: ModalModel}."""
     from ..fem.modal import cached_modal_analysis
     opt = scene.options["modal"]
+    from ..mesh.tetra import _default_max_edge
     f_max = min(F_MAX_HZ, 0.45 * scene.sample_rate)
+    preview = getattr(scene, "quality", "default") == "preview"
     models = {}
     for body in scene.bodies:
         if getattr(body, "shell", None) is not None:
             continue            # a thin shell: its modes come from the shell model (sources/shell/source.py)
-        with progress.stage(f"modes of {body.name}") as update:
+        edge = PREVIEW["edge_factor"] * _default_max_edge(body.mesh) if preview else None
+        with progress.stage(f"modes of {body.name}" + (" (preview mesh)" if preview else "")) as update:
             models[body.name] = cached_modal_analysis(body.mesh, body.material, order=opt.modal_order,
-                                                      max_modes=opt.max_modes, f_max=f_max,
+                                                      max_modes=opt.max_modes, f_max=f_max, max_edge=edge,
                                                       progress=update, source=body.source, mesher=opt.mesher,
                                                       clamp=body_clamp(body))
         m = models[body.name]
@@ -456,7 +459,26 @@ def modal_models(scene, progress=QUIET) -> dict:
     return models
 
 
-def transfer_path(model, method: str = "auto", *, air=None, max_modes: int = 20):
+#: what ``[scene] quality = "preview"`` (``impactsound render --preview``) changes, for a first listen in seconds:
+#: the FEM mesh's default edge times ``edge_factor`` (about 8x fewer tets), the FDTD radiation at ``ppw`` cells per
+#: wavelength and ``thickness_cells`` across the thickness (cost ~ thickness_cells^4), proxy acceleration noise
+#: (no own PAN precompute), no ground sound. Measured against the default on a cup, a coin and a block: docs/
+#: scene-format.md ("quality").
+PREVIEW = {"edge_factor": 2.0, "ppw": 6.0, "thickness_cells": 2.0}
+
+
+def fdtd_settings(scene=None, air=None):
+    """The FDTD transfer settings a scene's quality asks for (:data:`PREVIEW` for "preview")."""
+    from ..scene.model import Air
+    from ..transfer.fdtd_transfer import FDTDTransferSettings
+    air = air or (scene.air if scene is not None else Air())
+    if scene is not None and getattr(scene, "quality", "default") == "preview":
+        return FDTDTransferSettings(c=air.c, rho=air.rho, ppw=PREVIEW["ppw"],
+                                    thickness_cells=PREVIEW["thickness_cells"])
+    return FDTDTransferSettings(c=air.c, rho=air.rho)
+
+
+def transfer_path(model, method: str = "auto", *, air=None, max_modes: int = 20, settings=None):
     """The cache file of a modal model's radiation by ``method`` ("auto": FDTD FFAT maps; "ffat": BEM FFAT maps of
     the first ``max_modes`` modes), keyed by the content hash of the model and the settings; None for
     "low_order" (nothing is stored). Every door (a scene, :func:`strike`, ``impactsound transfer precompute``,
@@ -467,7 +489,8 @@ def transfer_path(model, method: str = "auto", *, air=None, max_modes: int = 20)
     if method == "auto":
         from ..transfer.fdtd_transfer import FDTDTransferSettings
         from ..transfer.fdtd_transfer import transfer_inputs_hash as fdtd_hash
-        return cache_dir() / f"fdtd-{fdtd_hash(model, FDTDTransferSettings(c=air.c, rho=air.rho))[:32]}.h5"
+        settings = settings or FDTDTransferSettings(c=air.c, rho=air.rho)
+        return cache_dir() / f"fdtd-{fdtd_hash(model, settings)[:32]}.h5"
     if method == "ffat":
         from ..transfer.precompute import TransferSettings, transfer_inputs_hash
         settings = TransferSettings(max_modes=max_modes, c=air.c, rho=air.rho)
@@ -476,7 +499,7 @@ def transfer_path(model, method: str = "auto", *, air=None, max_modes: int = 20)
 
 
 def transfer_model(model, method: str = "auto", *, air=None, max_modes: int = 20, progress=QUIET,
-                   name: str = "object"):
+                   name: str = "object", settings=None):
     """The radiation of a modal model's modes, from the cache or computed (cached by content hash).
 
     Parameters
@@ -496,6 +519,8 @@ def transfer_model(model, method: str = "auto", *, air=None, max_modes: int = 20
         Progress bars for the solves.
     name : str
         The object's name, for progress messages.
+    settings : FDTDTransferSettings, optional
+        For "auto" (default: the accurate defaults at ``air``; :func:`fdtd_settings` gives a scene's).
 
     Returns
     -------
@@ -511,7 +536,7 @@ def transfer_model(model, method: str = "auto", *, air=None, max_modes: int = 20
         raise InputError(f"transfer method {method!r}: use 'auto', 'ffat' or 'low_order'")
     if not model.n_modes or method == "low_order":
         return None, low
-    path = transfer_path(model, method, air=air, max_modes=max_modes)
+    path = transfer_path(model, method, air=air, max_modes=max_modes, settings=settings)
     if path.is_file():
         try:
             TransferModel.load(path, model)
@@ -521,7 +546,7 @@ def transfer_model(model, method: str = "auto", *, air=None, max_modes: int = 20
     if method == "auto":
         from ..transfer.fdtd_transfer import FDTDTransferSettings, plan, run_fdtd_transfer
         from ..transfer.precompute import model_surface
-        settings = FDTDTransferSettings(c=air.c, rho=air.rho)
+        settings = settings or FDTDTransferSettings(c=air.c, rho=air.rho)
         if not path.is_file():
             v, f, _ = model_surface(model)
             pl = plan(v, f, model.frequencies_hz, settings)
@@ -580,12 +605,14 @@ def transfer_models(scene, models: dict, progress=QUIET) -> tuple[dict, dict]:
             files["radiation"] = {"file": str(given[name]), "key": out[name].modal_inputs_hash}
             progress.message(f"  {name}: radiation {used[name]}")
             continue
+        fs = fdtd_settings(scene)
         tm, how = transfer_model(model, opt.transfer, air=scene.air, max_modes=opt.transfer_max_modes,
-                                 progress=progress, name=name)
+                                 progress=progress, name=name, settings=fs)
         if tm is not None:
             out[name] = tm
-            used[name] = how
-            tpath = transfer_path(model, opt.transfer, air=scene.air, max_modes=opt.transfer_max_modes)
+            used[name] = how + (" (preview grid)" if scene.quality == "preview" and opt.transfer == "auto" else "")
+            tpath = transfer_path(model, opt.transfer, air=scene.air, max_modes=opt.transfer_max_modes,
+                                  settings=fs)
             files["radiation"] = {"file": str(tpath), "key": tpath.stem.split("-", 1)[1]}
         progress.message(f"  {name}: radiation {used[name]} (modal asset {modal_path})")
     return out, used

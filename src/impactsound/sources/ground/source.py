@@ -89,6 +89,12 @@ def prepare(scene, progress=None) -> GroundPrepared:
     g = scene.ground
     if not g.enabled:
         return GroundPrepared(None, "", "")
+    if getattr(scene, "quality", "default") == "preview":
+        # a preview skips the floor's own sound: its response bank is seconds per listener height (Qu & James
+        # 2019's ring integrals), more than the rest of a small scene's preview
+        if progress is not None:
+            progress.message("  ground sound: off in a preview (quality = \"preview\")")
+        return GroundPrepared(None, "preview", "")
     fit = ground_fit(g.material)
     if fit.startswith("poor"):
         log.warning(f"[ground] material {g.material.name!r}: {fit}")
@@ -242,6 +248,8 @@ def describe(prep: GroundPrepared) -> tuple[dict, dict]:
         Empty (every object's impacts on the floor are rendered).
     """
     if prep.half_space is None:
+        if prep.material == "preview":
+            return {"ground": "none (off in a preview: quality = \"preview\")"}, {}
         return {"ground": "none (the scene has no ground)"}, {}
     g = prep.half_space
     return {"ground": {"material": prep.material, "E_pa": g.E, "nu": g.nu, "rho_kg_m3": g.rho,

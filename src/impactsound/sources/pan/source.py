@@ -446,6 +446,8 @@ def prepare(scene, progress=QUIET) -> PANPrepared:
             missing[body.name] = f"{body.mount.kind}: it never moves, so it has no rigid-body acceleration noise"
             continue
         why_proxy = "acceleration_noise = \"proxy\""
+        if model == "auto" and getattr(scene, "quality", "default") == "preview":
+            model, why_proxy = "proxy", "a preview (quality = \"preview\") uses the proxy soundbank"
         if model in ("auto", "pan"):
             nt, nph = parse_directions(opts.directions)
             job = plan_pan(body.mesh, body.material, c=scene.air.c, rho=scene.air.rho, n_theta=nt, n_phi=nph,
