@@ -29,8 +29,11 @@ and its seconds. Timings: FDTD transfer per object, BEM per mode (bempp-cl's JIT
 the clock starts), peak RSS (the CHIEF potential matrices at high k L dominate it: 16 + 2 (k a)^2 interior points
 times 6 quadrature points per triangle).
 
+Per mode also: the worst heard direction, max |FDTD-BEM| in dB over the directions where the BEM level is within
+20 dB of the mode's loudest direction, at 1 m and 3 m; ``--thickness-cells 3,4`` repeats the FDTD at each value.
+
 Run: .venv/bin/python bench/bench_fdtd_transfer.py [--objects bar,plate,bowl] [--f-max 9000 | bar=12000,bowl=8000]
-     [--bem auto|chief|burton-miller] [--directions 1000]
+     [--bem auto|chief|burton-miller] [--directions 1000] [--thickness-cells 3,4]
 """
 from __future__ import annotations
 
@@ -127,7 +130,15 @@ def corr(a, b):
     return abs(np.vdot(a, b)) / (np.linalg.norm(a) * np.linalg.norm(b))
 
 
-def run_object(name, f_max, method, n_dir, tmp: Path, p1_check: bool):
+def dir_max_db(pb, pf, within_db=20.0):
+    """Largest |20 log10 |p_f| / |p_b||  over the directions where the reference is within ``within_db`` of its
+    loudest direction (where the mode is heard at all)."""
+    a, b = np.abs(pb), np.abs(pf)
+    keep = a >= a.max() * 10 ** (-within_db / 20)
+    return float(np.max(np.abs(20 * np.log10(np.maximum(b[keep], 1e-300) / a[keep]))))
+
+
+def run_object(name, f_max, method, n_dir, tmp: Path, p1_check: bool, thickness=(3.0,)):
     (shape, params), mat, f_default = OBJECTS[name]
     f_max = f_default if f_max is None else f_max
     surf = make_primitive(shape, params)
@@ -142,6 +153,15 @@ def run_object(name, f_max, method, n_dir, tmp: Path, p1_check: bool):
     if model.n_modes == 0:
         return None
 
+    extra = {}
+    for tc in thickness[1:]:
+        t = time.perf_counter()
+        run_fdtd_transfer(model, FDTDTransferSettings(thickness_cells=tc), out=tmp / f"{name}_fdtd_{tc:g}.h5")
+        tmx = TransferModel.load(tmp / f"{name}_fdtd_{tc:g}.h5")
+        extra[tc] = (tmx, time.perf_counter() - t)
+        print(f"FDTD transfer, thickness_cells {tc:g}: {extra[tc][1]:.1f} s, {tmx.meta['cell_updates']:.3g} "
+              "cell-updates", flush=True)
+    fs = FDTDTransferSettings(thickness_cells=thickness[0])
     t = time.perf_counter()
     run_fdtd_transfer(model, fs, out=tmp / f"{name}_fdtd.h5")
     t_fdtd = time.perf_counter() - t
@@ -174,6 +194,11 @@ def run_object(name, f_max, method, n_dir, tmp: Path, p1_check: bool):
              "box_db": db(rms(p_box), rms(pb[1.0])), "corr_fd": corr(pb[1.0], p_fd[1.0][:, j]),
              "corr_lo": corr(pb[1.0], p_lo[:, j]) if np.any(p_lo[:, j]) else 0.0}
         r["fd_db"], r["lo_db"] = db(r["fdtd"], r["bem"]), db(max(r["lo"], 1e-300), r["bem"])
+        r["dir"] = {R: dir_max_db(pb[R], p_fd[R][:, j]) for R in RADII}
+        for tc, (tmx, _) in extra.items():
+            pe = {R: tmx.evaluate(R * d)[:, j] for R in RADII}
+            r[f"tc{tc:g}"] = ({R: db(rms(pe[R]), rms(pb[R])) for R in RADII},
+                              {R: dir_max_db(pb[R], pe[R]) for R in RADII})
         r["p1_db"], r["t_p1"] = np.nan, np.nan
         if p1_check:
             s1, _, r["t_p1"] = bem_mode(v1, f1, shapes1[j], float(model.omega[j]), ts, method)
@@ -183,6 +208,13 @@ def run_object(name, f_max, method, n_dir, tmp: Path, p1_check: bool):
               f"{r['bem']:9.3e} {r['fdtd']:9.3e} {r['lo']:9.3e} {r['fd_db']:+7.2f} {r['fd_db3']:+6.2f} "
               f"{r['box_db']:+6.2f} {r['lo_db']:+7.1f} {r['corr_fd']:7.4f} {r['corr_lo']:7.4f} {r['p1_db']:+6.2f} "
               f"{r['t_p1']:6.1f}", flush=True)
+        line = (f"      thickness_cells {thickness[0]:g}: rms {r['fd_db']:+.2f} / {r['fd_db3']:+.2f} dB at 1 / 3 m, "
+                f"worst heard direction {r['dir'][1.0]:.2f} / {r['dir'][3.0]:.2f} dB")
+        for tc in extra:
+            rr, dd = r[f"tc{tc:g}"]
+            line += (f"; {tc:g}: rms {rr[1.0]:+.2f} / {rr[3.0]:+.2f} dB, worst direction {dd[1.0]:.2f} / "
+                     f"{dd[3.0]:.2f} dB")
+        print(line, flush=True)
     fd = np.array([r["fd_db"] for r in rows])
     lo = np.array([r["lo_db"] for r in rows])
     tb = np.array([r["t_bem"] for r in rows])
@@ -208,7 +240,11 @@ if __name__ == "__main__":
     ap.add_argument("--bem", default="auto", choices=("auto", "chief", "burton-miller"))
     ap.add_argument("--directions", type=int, default=1000)
     ap.add_argument("--no-p1-check", action="store_true", help="skip the vertex-level-surface BEM column")
+    ap.add_argument("--thickness-cells", default="3",
+                    help="FDTD cells across the thickness, comma-separated: the first is the table's, the others are "
+                         "compared on an extra line per mode (rms and worst heard direction at 1 and 3 m)")
     args = ap.parse_args()
+    thickness = tuple(float(v) for v in args.thickness_cells.split(","))
     names = [n for n in args.objects.split(",") if n]
     unknown = [n for n in names if n not in OBJECTS]
     if unknown:
@@ -225,7 +261,8 @@ if __name__ == "__main__":
     out = []
     with tempfile.TemporaryDirectory() as tmp:
         for n in names:
-            out.append(run_object(n, fmax.get(n), args.bem, args.directions, Path(tmp), not args.no_p1_check))
+            out.append(run_object(n, fmax.get(n), args.bem, args.directions, Path(tmp), not args.no_p1_check,
+                                  thickness))
     print("\nsummary")
     for o in out:
         if o is None:
