@@ -61,7 +61,6 @@ from fractions import Fraction
 import numpy as np
 import pywt
 import scipy.fft
-import scipy.signal
 
 from ...errors import InputError
 
@@ -481,6 +480,7 @@ def resample(x, f_in: float, f_out: float) -> np.ndarray:
     up, down = _ratio(f_in, f_out)
     if up == down:
         return np.asarray(x, np.float64)
+    import scipy.signal                    # here, not at import: scipy.signal pulls in scipy.stats (~0.8 s)
     return scipy.signal.resample_poly(np.asarray(x, np.float64), up, down, axis=-1)
 
 
