@@ -422,7 +422,8 @@ def pan_precompute(obj: _Ctx, mesh: Path, material, E, nu, rho, directions, out,
 @click.argument("asset", type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
 def pan_info(asset: Path, as_json):
-    """Describe a PAN asset: object, mass, h, grid, radii, directions, size on disk, content hash."""
+    """Describe a PAN asset: object, mass, h, grid, radii, directions, size on disk, content hash, and for a
+    wavelet-stored field its tolerance, dense and stored sizes and the stored error of each field."""
     from .assets import read_asset
     from .sources.pan.field import ASSET_KIND, PANField
     if not asset.is_file():
@@ -436,6 +437,10 @@ def pan_info(asset: Path, as_json):
          fld.meta.get("fit_relative_residual"), "material": fld.meta.get("material", {}).get("name"),
          "size_bytes": asset.stat().st_size,
          "content_hash": "sha256:" + hashlib.sha256(asset.read_bytes()).hexdigest(), "inputs_hash": fld.inputs_hash}
+    st = fld.meta.get("storage")
+    if st:              # wavelet-stored (sources/pan/field_store.py): the tolerance, sizes and measured error
+        d.update({"storage": f"wavelet {st['wavelet']}, eps {st['eps']:g}", "dense_bytes": st["dense_bytes"],
+                  "stored_bytes": st["stored_bytes"], "stored_error_per_field": st["errors"]})
     if as_json:
         click.echo(json.dumps(d, indent=2))
     else:

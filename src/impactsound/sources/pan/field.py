@@ -336,6 +336,9 @@ class PANField:
     inertia: np.ndarray
     inputs_hash: str = ""
     meta: dict = field(default_factory=dict)
+    # the wavelet-stored form of q (:mod:`.field_store`) when the field is kept that way: written as is, so a saved
+    # and reloaded field is the one in memory, bit for bit
+    _stored: dict | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self):
         self.q = np.ascontiguousarray(self.q, np.float32)
@@ -431,6 +434,20 @@ class PANField:
                 out += np.where(ok, pw[..., m] * qc[rows, k, jc], 0.0) * R[:, None] ** -(k + 1.0)
         return out
 
+    # ---- storage ------------------------------------------------------------------------------------------
+    def stored_form(self, eps: float) -> "PANField":
+        """The field as it is stored: q wavelet-thresholded at eps and reconstructed (:mod:`.field_store`; the
+        soundbank paper's representation, sec. 4.1), with the storage summary (sizes, per-field relative error) in
+        ``meta["storage"]``. Use this form in memory too, so that the sound never depends on the cache."""
+        from .field_store import compress_q, decompress_q
+        arrays, info = compress_q(self.q, eps)
+        q = decompress_q(arrays, self.q.shape, info)
+        out = PANField(q=q, dt_q=self.dt_q, tau0=self.tau0, h=self.h, c=self.c, rho=self.rho, R_b=self.R_b,
+                       radii=self.radii, mass=self.mass, inertia=self.inertia, inputs_hash=self.inputs_hash,
+                       meta={**self.meta, "storage": info})
+        out._stored = arrays
+        return out
+
     # ---- asset I/O ----------------------------------------------------------------------------------------
     def to_asset(self) -> Asset:
         """The fields as an asset.
@@ -447,8 +464,15 @@ class PANField:
                        "grid": "theta_a = (a + 1/2) pi / n_theta, phi_b = b 2 pi / n_phi (body frame, about the COM)",
                        "fields": ["a_x", "a_y", "a_z", "alpha_x", "alpha_y", "alpha_z"],
                        "units": "q [Pa m^k] per (m/s^2) for translation, per (rad/s^2) for rotation"}
+        arrays = {"radii": self.radii, "inertia": self.inertia}
+        if self._stored is not None and "storage" in meta:
+            meta["pan"]["n_coef"] = self.n_coef
+            # wavelet form (field_store; q is rebuilt on load), in one order so that a re-save is the same file
+            arrays.update({k: self._stored[k] for k in sorted(self._stored)})
+        else:
+            arrays["q"] = self.q
         return Asset(kind=ASSET_KIND, kind_version=ASSET_KIND_VERSION, inputs_hash=self.inputs_hash, meta=meta,
-                     arrays={"q": self.q, "radii": self.radii, "inertia": self.inertia})
+                     arrays=arrays)
 
     @classmethod
     def from_asset(cls, asset: Asset) -> "PANField":
@@ -469,13 +493,25 @@ class PANField:
             If the asset lacks or misstates a parameter.
         """
         meta = dict(asset.meta)
+        stored = None
         try:
             m = meta.pop("pan")
-            return cls(q=asset.arrays["q"], dt_q=m["dt_q_s"], tau0=m["tau0_s"], h=m["h_s"], c=m["c_m_per_s"],
-                       rho=m["rho_kg_per_m3"], R_b=m["R_b_m"], radii=asset.arrays["radii"], mass=m["mass_kg"],
-                       inertia=asset.arrays["inertia"], inputs_hash=asset.inputs_hash, meta=meta)
+            if "q" in asset.arrays:
+                q = asset.arrays["q"]
+            else:                                       # the wavelet form (field_store)
+                from .field_store import PREFIX, decompress_q
+                shape = (N_FIELDS, m["n_theta"], m["n_phi"], m["n_terms"], m["n_coef"])
+                stored = {k: v for k, v in asset.arrays.items() if k.startswith(PREFIX)}
+                q = decompress_q(stored, shape, meta["storage"])
+            fld = cls(q=q, dt_q=m["dt_q_s"], tau0=m["tau0_s"], h=m["h_s"], c=m["c_m_per_s"],
+                      rho=m["rho_kg_per_m3"], R_b=m["R_b_m"], radii=asset.arrays["radii"], mass=m["mass_kg"],
+                      inertia=asset.arrays["inertia"], inputs_hash=asset.inputs_hash, meta=meta)
         except (KeyError, TypeError, InputError) as exc:
             raise AssetError(f"{asset.path}: not a valid PAN field asset ({exc!r}); rebuild it") from None
+        except AssetError as exc:
+            raise AssetError(f"{asset.path}: {exc}") from None
+        fld._stored = stored
+        return fld
 
     def save(self, path):
         """Write the fields as an asset file (atomically).

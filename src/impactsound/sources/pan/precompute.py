@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from ...assets import content_hash
-from ...constants import AIR_C, AIR_RHO
+from ...constants import AIR_C, AIR_RHO, BANK_EPS
 from ...errors import InputError
 from ...materials import Material
 from ...wave.voxel import inside_grid
@@ -43,7 +43,10 @@ from .pulse import psi
 from .solve import DECAY_DB, PANGridPlan, decay_envelope, has_decayed, plan_grid, run_fields
 from .timescale import pulse_timescale
 
-CODE_VERSION = "pan-precompute-5"   # part of every cache key: bump when the numerics change
+CODE_VERSION = "pan-precompute-6"   # part of every cache key: bump when the numerics change
+# 6: own fields are stored wavelet-compressed at PAN_EPS (field_store)
+#: wavelet tolerance of stored own fields: the soundbank's (constants.BANK_EPS)
+PAN_EPS = BANK_EPS
 #: cap of the adaptive run length: T_max = T_min + CAP_RB_TIMES R_b / c (module docstring)
 CAP_RB_TIMES = 60.0
 
@@ -388,7 +391,8 @@ def cached_pan_field(job: PANJob, *, cache=None, progress=None, map_fn=None, loa
         if ckpt.is_dir():
             shutil.rmtree(ckpt, ignore_errors=True)
         return fld
-    fld = run_pan(job, checkpoint_dir=ckpt, progress=progress, map_fn=map_fn)
+    # kept wavelet-compressed like the soundbank's fields (field_store), and used in that form from now on
+    fld = run_pan(job, checkpoint_dir=ckpt, progress=progress, map_fn=map_fn).stored_form(PAN_EPS)
     fld.save(path)
     shutil.rmtree(ckpt, ignore_errors=True)
     return fld
