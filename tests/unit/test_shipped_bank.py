@@ -101,3 +101,11 @@ def test_shipped_entry_is_bit_identical_to_one_solved_now():
     for a, b in zip(fresh.fields, shipped.fields):
         assert np.array_equal(a.indptr, b.indptr) and np.array_equal(a.index, b.index)
         assert np.array_equal(a.values, b.values)
+
+
+def test_own_field_storage_changes_do_not_invalidate_the_bank():
+    """Regression: the bank's identity carries the PAN *solver* version only; a change to how own fields are stored
+    (their cache key) once made every shipped entry 'built with other settings'."""
+    from impactsound.sources.pan import precompute
+    assert sb.SOLVER_VERSION == precompute.SOLVER_VERSION != precompute.CODE_VERSION
+    assert sb.shipped_bank().identity["solver_version"] == precompute.SOLVER_VERSION

@@ -43,8 +43,12 @@ from .pulse import psi
 from .solve import DECAY_DB, PANGridPlan, decay_envelope, has_decayed, plan_grid, run_fields
 from .timescale import pulse_timescale
 
-CODE_VERSION = "pan-precompute-6"   # part of every cache key: bump when the numerics change
-# 6: own fields are stored wavelet-compressed at PAN_EPS (field_store)
+#: version of the PAN solve's numerics (FDTD, drive, fit): part of every own field's cache key and of the proxy
+#: soundbank's identity (a bank built with another is refused); bump when they change
+SOLVER_VERSION = "pan-precompute-5"
+#: an own field's cache key: the solve's version plus how the field is stored (6: wavelet-compressed at PAN_EPS,
+#: field_store), which the soundbank does not depend on
+CODE_VERSION = SOLVER_VERSION + "+stored-1"
 #: wavelet tolerance of stored own fields: the soundbank's (constants.BANK_EPS)
 PAN_EPS = BANK_EPS
 #: cap of the adaptive run length: T_max = T_min + CAP_RB_TIMES R_b / c (module docstring)

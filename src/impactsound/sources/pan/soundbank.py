@@ -72,7 +72,7 @@ from ...errors import AssetError, InputError, SolverError
 from ...wave.fdtd import COURANT_LIMIT, DEFAULT_NPML, solver_bytes
 from .field import N_RADII, N_TERMS, direction_vectors, shell_radii
 from .symmetry import OCTANT_SIGNS, grid_mirror_map
-from .precompute import CODE_VERSION as SOLVER_VERSION
+from .precompute import SOLVER_VERSION
 from .precompute import PulseDrive
 from .proxy import BANK_A, bank_entries, nearest_entry
 from .solve import DECAY_DB, PANGridPlan, run_fields
