@@ -150,6 +150,69 @@ def _loc(err: dict) -> str:
     return out
 
 
+def _models_in(annotation) -> list:
+    """The pydantic model classes an annotation can hold (list[X], X | None, str | X ...)."""
+    import typing
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [m for a in typing.get_args(annotation) for m in _models_in(a)]
+
+
+def _model_at(root, loc) -> "type | None":
+    """The model class that holds the last key of ``loc`` (a pydantic error location), walking from ``root``."""
+    cls = root
+    for part in loc:
+        if isinstance(part, int) or cls is None:
+            continue
+        if part in getattr(cls, "model_fields", {}):
+            models = _models_in(cls.model_fields[part].annotation)
+            cls = models[0] if models else None
+        else:                                    # a union member named by its class (str | MaterialSpec)
+            cls = next((m for m in _models_in(cls) if m.__name__ == part), cls if part == cls.__name__ else None)
+    return cls
+
+
+def validation_messages(errors: list, root, prefix: str = "") -> list[str]:
+    """Pydantic's errors in the scene's words: an unknown key names the closest valid one and lists them all; an
+    incomplete inline material says which of its fields are missing (instead of one error per union member).
+    ``prefix`` names the table ``root`` validates (e.g. "source.modal"), else the file's top level."""
+    import difflib
+    out, seen_material = [], set()
+    for e in errors:
+        loc = list(e["loc"])
+        where = _loc({"loc": ([prefix] if prefix else []) + [p for p in loc if p not in ("str", "MaterialSpec")]})
+        if e["type"] == "extra_forbidden":
+            parent = _model_at(root, loc[:-1])
+            valid = sorted(getattr(parent, "model_fields", {}))
+            key = str(loc[-1])
+            close = difflib.get_close_matches(key, valid, n=1)
+            hint = f"; did you mean '{close[0]}'?" if close else ""
+            listed = f" (valid keys: {', '.join(valid)})" if valid else ""
+            parent_where = _loc({"loc": ([prefix] if prefix else []) + loc[:-1]}) or "the file's top level"
+            out.append(f"{parent_where}: unknown key '{key}'{hint}{listed}")
+        elif "MaterialSpec" in loc or ("str" in loc and loc[-1] == "str"):
+            mat_where = _loc({"loc": loc[:loc.index("MaterialSpec" if "MaterialSpec" in loc else "str")]})
+            if mat_where in seen_material:
+                continue
+            seen_material.add(mat_where)
+            mine = [x for x in errors if list(x["loc"])[:len(loc) - 1] == loc[:-1] or
+                    _loc({"loc": [p for p in x["loc"] if p not in ("str", "MaterialSpec")]}).startswith(mat_where)]
+            missing = sorted({str(x["loc"][-1]) for x in mine if x["type"] == "missing"})
+            other = [f"{_loc({'loc': [p for p in x['loc'] if p not in ('str', 'MaterialSpec')]})}: {x['msg']}"
+                     for x in mine if x["type"] not in ("missing", "string_type", "model_type")
+                     and "MaterialSpec" in x["loc"]]
+            if missing:
+                out.append(f"{mat_where}: an inline material needs E [Pa], nu and rho [kg/m^3]; missing: "
+                           f"{', '.join(missing)} (or give a material name: `impactsound materials` lists them)")
+            out.extend(other)
+            if not missing and not other:
+                out.append(f"{mat_where}: give a material name (`impactsound materials`) or a table "
+                           "{E = ..., nu = ..., rho = ...}")
+        else:
+            out.append(f"{where}: {e['msg']}")
+    return out
+
+
 def _material(spec, where: str) -> Material:
     if isinstance(spec, str):
         return get_material(spec, where=where)
@@ -391,10 +454,9 @@ def parse_scene(data: dict, base: Path = Path("."), src: str = "<scene>") -> Sce
     try:
         sf = SceneFile.model_validate(data)
     except ValidationError as exc:
-        errs = exc.errors()
-        msgs = [f"{_loc(e)}: {e['msg']}" for e in errs[:5]]
-        more = f" (and {len(errs) - 5} more)" if len(errs) > 5 else ""
-        raise InputError(f"{src}: invalid scene: " + "; ".join(msgs) + more) from None
+        msgs = validation_messages(exc.errors(), SceneFile)
+        more = f" (and {len(msgs) - 5} more)" if len(msgs) > 5 else ""
+        raise InputError(f"{src}: invalid scene: " + "; ".join(msgs[:5]) + more) from None
     s = sf.scene
     if not (math.isfinite(s.duration) and s.duration > 0):
         raise InputError(f"{src}: scene.duration = {s.duration} s must be positive")
@@ -517,7 +579,7 @@ def source_options(sf: SceneFile, src: str) -> dict:
             out[kind] = spec.options.model_validate(tables.get(kind, {}))
         except ValidationError as exc:
             errs = exc.errors()
-            msgs = [f"source.{kind}.{_loc(e)}: {e['msg']}" for e in errs[:5]]
+            msgs = validation_messages(errs, spec.options, prefix=f"source.{kind}")[:5]
             raise InputError(f"{src}: invalid scene: " + "; ".join(msgs)) from None
     return out
 
