@@ -125,10 +125,18 @@ def scene_events(scene: Scene, progress: Progress = QUIET, *, allow_implausible:
                              allow_implausible=allow_implausible)
         return log
     from .dynamics import simulate
+    from .errors import InputError
     with progress.stage(f"dynamics ({len(scene.bodies)} bodies, {scene.duration:g} s)") as update:
         from .transfer.motion import CONTROL_RATE_HZ
-        return simulate(scene.bodies, scene.ground if scene.ground.enabled else None, scene.duration,
-                        scene.timestep, progress=update, motion_rate=CONTROL_RATE_HZ)
+        try:
+            return simulate(scene.bodies, scene.ground if scene.ground.enabled else None, scene.duration,
+                            scene.timestep, progress=update, motion_rate=CONTROL_RATE_HZ)
+        except InputError as exc:
+            # the engine's checks (a body below the ground, two bodies overlapping) know the bodies, not the file
+            msg = str(exc)
+            if str(scene.path) in msg:
+                raise
+            raise InputError(f"{scene.path}: {msg}") from None
 
 
 def checked_events(log: EventLog, scene: Scene, *, source: str = "events", row_base: int = 0,

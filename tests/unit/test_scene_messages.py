@@ -52,3 +52,21 @@ def test_misspelt_source_option(tmp_path):
     with pytest.raises(InputError, match=r"source\.modal: unknown key 'max_mode'; did you mean 'max_modes'\?"):
         _load(tmp_path, '[source.modal]\nmax_mode = 10\n[[object]]\nshape = "sphere"\nsize = {radius = 0.01}\n'
                         'material = "steel"\nposition = [0, 0, 0.1]\n')
+
+
+def test_engine_errors_name_the_scene_file(tmp_path):
+    """A body starting below the ground is found by the rigid-body engine; its message names the scene file."""
+    from impactsound.pipeline import render_scene
+    scene = _load(tmp_path, '[[object]]\nname = "block"\nshape = "box"\nsize = {size = [0.05, 0.05, 0.05]}\n'
+                            'material = "steel"\nposition = [0, 0, 0.01]\n')
+    with pytest.raises(InputError, match=r"s\.toml: body 'block' starts 15 mm below the ground"):
+        render_scene(scene)
+
+
+def test_listener_at_the_centre_of_mass_is_an_input_error():
+    """Regression: a bare ValueError came out of the compact radiation model."""
+    import numpy as np
+
+    from impactsound.transfer.low_order import compact_geometry
+    with pytest.raises(InputError, match="centre of mass.*move the listener"):
+        compact_geometry(np.zeros((1, 3)), 343.2, 1.2)

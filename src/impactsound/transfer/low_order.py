@@ -175,13 +175,16 @@ def compact_geometry(x_body, c: float, rho: float, x0=(0.0, 0.0, 0.0)):
 
     Raises
     ------
-    ValueError
-        If a listener is at x0.
+    InputError
+        If a listener is at x0 (a ValueError too).
     """
     x = np.asarray(x_body, np.float64) - np.asarray(x0, np.float64)
     r = np.linalg.norm(x, axis=-1)
     if np.any(r <= 0):
-        raise ValueError("compact_geometry: a listener coincides with the body's centre of mass")
+        from ..errors import InputError
+        raise InputError("a listener is at an object's centre of mass (distance 0), where its radiation is "
+                         "undefined: move the listener (a [[listener]] position or trajectory, or strike()'s "
+                         "listener) off the object")
     rhat = x / r[..., None]
     a = rho / (4.0 * np.pi * r)
     geom = np.zeros(x.shape[:-1] + (4, 4))
