@@ -292,9 +292,9 @@ def materials(as_json):
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
-    click.echo(f"{'name':20s} {'rho':>7s} {'E [Pa]':>10s} {'nu':>5s} {'alpha':>6s} {'beta':>9s}  source")
+    click.echo(f"{'name':20s} {'rho':>7s} {'E [Pa]':>10s} {'nu':>5s} {'alpha[1/s]':>10s} {'beta[s]':>9s}  source")
     for r in rows:
-        click.echo(f"{r['name']:20s} {r['rho']:7.0f} {r['E']:10.3g} {r['nu']:5.2f} {r['alpha']:6.2g} "
+        click.echo(f"{r['name']:20s} {r['rho']:7.0f} {r['E']:10.3g} {r['nu']:5.2f} {r['alpha']:10.2g} "
                    f"{r['beta']:9.3g}  {r.get('source', '')}")
         if r.get("ground"):
             click.echo(f"{'':20s} as a ground (elastic half-space): {r['ground']}")
