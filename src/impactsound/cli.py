@@ -176,9 +176,14 @@ def demo(obj: _Ctx, out_dir: Path, which: str):
 @click.option("--preview", is_flag=True,
               help="A first listen in seconds ([scene] quality = \"preview\"): coarser FEM mesh and FDTD radiation, "
                    "proxy acceleration noise, no ground sound; how far it is from the default: docs/scene-format.md.")
+@click.option("--normalise", type=click.Choice(["peak", "lufs", "none"]), default="peak", show_default=True,
+              help="Output level: peak (loudest sample at -1 dBFS), lufs (integrated loudness, ITU-R BS.1770, at "
+                   "--lufs-target) or none (the WAV holds pascals). OUT.json keeps pascals_per_unit either way.")
+@click.option("--lufs-target", type=float, default=-23.0, show_default=True,
+              help="Loudness target [LUFS] for --normalise lufs (EBU R128: -23).")
 @click.pass_obj
 def render(obj: _Ctx, scene_file: Path, out: Path, png: Path | None, stems: Path | None, allow_implausible: bool,
-           preview: bool):
+           preview: bool, normalise: str, lufs_target: float):
     """Render SCENE_FILE (TOML, see docs/scene-format.md) to a WAV (pascals recoverable via OUT.json)."""
     from .pipeline import render_scene
     from .scene import load_scene
@@ -187,7 +192,8 @@ def render(obj: _Ctx, scene_file: Path, out: Path, png: Path | None, stems: Path
         scene.quality = "preview"
     with _event_log_warnings():
         result = render_scene(scene, obj.progress, allow_implausible=allow_implausible)
-    for p in result.save(out, stems=stems, png=png, title=str(scene_file)):
+    for p in result.save(out, stems=stems, png=png, title=str(scene_file), normalise=normalise,
+                         lufs_target=lufs_target):
         click.echo(str(p))
 
 

@@ -2,7 +2,9 @@
 
 The WAV holds ``samples = pressure_pa * gain``; the sidecar stores ``pascals_per_unit = 1 / gain``, so
 ``pressure_pa = samples * pascals_per_unit``. With normalisation on (default) the loudest sample of the mix is at
-``peak`` (-1 dBFS); off, the WAV holds pascals directly (gain 1; float32 WAV allows values above 1).
+``peak`` (-1 dBFS); with ``lufs`` its integrated loudness (ITU-R BS.1770-4, gated, K-weighted; measured with
+pyloudnorm) is at a target (-23 LUFS, EBU R128, by default); with ``none`` the WAV holds pascals directly (gain 1;
+float32 WAV allows values above 1). Whatever the choice, the sidecar keeps ``pascals_per_unit``.
 """
 from __future__ import annotations
 
@@ -31,6 +33,93 @@ def normalisation_gain(mix: np.ndarray, peak: float = 10 ** (-1 / 20)) -> float:
     """
     m = float(np.max(np.abs(mix))) if mix.size else 0.0
     return peak / m if m > 0 else 1.0
+
+
+#: the output level choices (:func:`output_gain`)
+NORMALISE = ("peak", "lufs", "none")
+#: default loudness target [LUFS]: EBU R128's programme level
+DEFAULT_LUFS = -23.0
+#: BS.1770 integrated loudness needs at least one 400 ms gating block [s]
+_LUFS_MIN_S = 0.4
+
+
+def loudness_lufs(x: np.ndarray, sample_rate: int) -> float:
+    """Integrated loudness of ``x`` (channels, samples) in full-scale units [LUFS], ITU-R BS.1770-4.
+
+    K-weighting, 400 ms blocks with 75 % overlap, the -70 LUFS absolute and -10 LU relative gates, every channel
+    weighted 1 (BS.1770's weights for left, right and centre; binaural ears and microphones are such channels).
+    Measured with pyloudnorm. Returns -inf for silence (everything below the absolute gate).
+
+    Raises
+    ------
+    InputError
+        If ``x`` is shorter than one 400 ms block.
+    """
+    import pyloudnorm
+
+    x = np.atleast_2d(np.asarray(x, np.float64))
+    if x.shape[1] < int(np.ceil(_LUFS_MIN_S * sample_rate)):
+        raise InputError(f"loudness normalisation needs at least {_LUFS_MIN_S} s of audio (one BS.1770 block), "
+                         f"got {x.shape[1] / sample_rate:.3g} s; lengthen the scene or use normalise = 'peak'")
+    import warnings
+    with warnings.catch_warnings(), np.errstate(divide="ignore"):
+        warnings.simplefilter("ignore")         # pyloudnorm warns about clipping above 1; pascals may be above
+        v = float(pyloudnorm.Meter(int(sample_rate)).integrated_loudness(x.T if x.shape[0] > 1 else x[0]))
+    return v if np.isfinite(v) else -np.inf
+
+
+def output_gain(mix: np.ndarray, sample_rate: int, normalise: str | bool = "peak", *,
+                lufs_target: float = DEFAULT_LUFS) -> tuple[float, dict]:
+    """The gain [1/Pa] that the output gets, and what to record about it in the sidecar.
+
+    Parameters
+    ----------
+    mix : ndarray, shape (channels, samples)
+        Pressure [Pa].
+    sample_rate : int
+        [Hz].
+    normalise : {"peak", "lufs", "none"} (or True = "peak", False = "none")
+        ``peak``: the loudest sample at -1 dBFS; ``lufs``: integrated loudness at ``lufs_target``; ``none``:
+        pascals (gain 1).
+    lufs_target : float
+        [LUFS] for ``lufs``.
+
+    Returns
+    -------
+    gain : float
+        1 for a silent mix.
+    info : dict
+        ``normalise``, and for ``lufs`` the target and ``loudness_lufs`` of the written file.
+
+    Raises
+    ------
+    InputError
+        On an unknown choice, a non-finite target, or ``lufs`` on less than 0.4 s.
+    """
+    if normalise is True:
+        normalise = "peak"
+    elif normalise is False:
+        normalise = "none"
+    if normalise not in NORMALISE:
+        raise InputError(f"normalise = {normalise!r}: choose one of {list(NORMALISE)} (peak: -1 dBFS; lufs: "
+                         "integrated loudness at a target; none: pascals)")
+    info: dict = {"normalise": normalise}
+    if normalise == "none":
+        return 1.0, info
+    if normalise == "peak":
+        return normalisation_gain(mix), info
+    if not (np.isfinite(lufs_target) and -70.0 < float(lufs_target) <= 0.0):
+        raise InputError(f"lufs_target = {lufs_target!r}: need a loudness in (-70, 0] LUFS (EBU R128: -23)")
+    # Measured at the peak-normalised level: pascals may lie far below BS.1770's absolute gate (-70 LUFS in
+    # full-scale units). Above that gate loudness is a level, so a gain g moves it by 20 log10 g exactly (the
+    # relative gate moves with the signal).
+    g0 = normalisation_gain(mix, 1.0)
+    lk = loudness_lufs(np.asarray(mix, np.float64) * g0, sample_rate)
+    if not np.isfinite(lk):
+        return 1.0, {**info, "lufs_target": float(lufs_target), "loudness_lufs": None}
+    gain = g0 * 10.0 ** ((float(lufs_target) - lk) / 20.0)
+    return gain, {**info, "lufs_target": float(lufs_target), "loudness_lufs": float(lufs_target),
+                  "output_peak": float(np.max(np.abs(mix)) * gain)}
 
 
 def _zero_peak_timestamp(path: Path) -> None:
