@@ -655,12 +655,14 @@ def export(obj: _Ctx, modal_asset: Path, fmt, out: Path, points, listener_dir, t
 
 
 from .cli_bank import bank  # noqa: E402  (subcommand modules import helpers defined above)
+from .cli_batch import batch  # noqa: E402
 from .cli_granular import granular  # noqa: E402
 from .cli_ground import ground  # noqa: E402
 from .cli_report import report  # noqa: E402
 from .cli_shell import shell  # noqa: E402
 
 cli.add_command(bank)
+cli.add_command(batch)
 cli.add_command(granular)
 cli.add_command(ground)
 cli.add_command(report)

@@ -130,7 +130,9 @@ def test_without_coacd_a_concave_body_collides_as_its_hull_with_a_warning(monkey
     m = trough()
     with pytest.warns(UserWarning, match="pip install coacd"):
         cp = convex.convex_parts(m.vertices, m.faces, name="body 'trough'", cache=tmp_path)
-    assert not cp.decomposed and len(cp.parts) == 1 and list(tmp_path.iterdir()) == []
+    # no asset written (the lock file that serialises computing it may stay)
+    assert not cp.decomposed and len(cp.parts) == 1
+    assert [p for p in tmp_path.iterdir() if p.suffix != ".lock"] == []
 
 
 def test_decomposition_is_cached_and_a_corrupted_cache_file_is_recomputed(monkeypatch, tmp_path):

@@ -18,6 +18,7 @@ host), or when it is older than :data:`STALE_TMP_S` (another host, or a pid sinc
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -200,6 +201,31 @@ def write_asset(path: str | os.PathLike, asset: Asset) -> Path:
         raise
     asset.path = path
     return path
+
+
+@contextlib.contextmanager
+def asset_lock(path: str | os.PathLike):
+    """Hold the exclusive lock of an asset (``<path>.lock``, fcntl ``flock``) while computing or extending it.
+
+    Why: processes sharing one asset folder (a local pool, Dask workers with ``IMPACTSOUND_CACHE`` on a shared
+    filesystem; Linux NFS clients map ``flock`` to NFS locks) must compute an asset once per content hash. The
+    first to ask computes it under the lock; another asking at the same time waits for the lock, then finds the
+    written asset and reads it. Callers re-check for the asset after taking the lock. A no-op where fcntl is
+    missing (not POSIX).
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        import fcntl
+    except ImportError:                                   # pragma: no cover - not POSIX
+        yield
+        return
+    with open(path.with_name(path.name + ".lock"), "a+") as fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
 
 def _host() -> str:

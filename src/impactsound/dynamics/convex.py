@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..assets.store import Asset, cache_dir, content_hash, read_asset, write_asset
+from ..assets.store import Asset, asset_lock, cache_dir, content_hash, read_asset, write_asset
 from ..errors import AssetError, MeshError
 
 __all__ = ["ConvexParts", "convex_parts", "volume_ratio", "CONCAVITY_RATIO", "COACD_PARAMS", "KIND",
@@ -253,6 +253,12 @@ def convex_parts(vertices, faces, *, name: str = "mesh", cache=None, progress=No
     key = decomposition_hash(vertices, faces, params)
     folder = Path(cache) if cache is not None else cache_dir()
     path = folder / f"convex_{key[:40]}.h5"
+    # one process decomposes it; others asking at once wait for the lock, then read it (assets.asset_lock)
+    with asset_lock(path):
+        return _load_or_decompose(path, key, vertices, faces, params, hull, ratio, name, progress)
+
+
+def _load_or_decompose(path, key, vertices, faces, params, hull, ratio, name, progress) -> ConvexParts:
     try:
         parts = _from_asset(read_asset(path, KIND, kind_version=KIND_VERSION, inputs_hash=key))
         return ConvexParts(parts=parts, decomposed=True, volume_ratio=ratio, cached=True, path=path)

@@ -26,7 +26,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
-from ..assets import cache_dir, content_hash
+from ..assets import asset_lock, cache_dir, content_hash
 from ..errors import AssetError, InputError, MeshError
 from ..materials import Material
 from ..mesh.surface import check_surface
@@ -326,6 +326,14 @@ def cached_modal_analysis(surface=None, material: Material | None = None, order:
                             clamp=clamp)
     folder = Path(cache) if cache is not None else cache_dir()
     path = folder / f"modal_{key[:40]}.h5"
+    # one process computes it; others asking at once wait for the lock, then read it (assets.asset_lock)
+    with asset_lock(path):
+        return _load_or_compute_modal(path, key, surface, material, order, nodes, tets, max_modes, f_max, max_edge,
+                                      quality, progress, source, mesher, clamp)
+
+
+def _load_or_compute_modal(path, key, surface, material, order, nodes, tets, max_modes, f_max, max_edge, quality,
+                           progress, source, mesher, clamp) -> ModalModel:
     try:
         cached = ModalModel.load(path, inputs_hash=key)
     except AssetError:

@@ -64,7 +64,7 @@ class Progress:
             return
         from tqdm import tqdm
         bar = tqdm(total=100, desc=name, file=self.stream, leave=False, unit="%",
-                   bar_format="{desc}: {percentage:3.0f}%|{bar:20}| {elapsed}")
+                   bar_format="{desc}: {percentage:3.0f}%|{bar:20}| {elapsed}<{remaining}")
         last = [0.0]
 
         def update(fraction: float | str) -> None:

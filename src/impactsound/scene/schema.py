@@ -631,15 +631,21 @@ def load_scene(scene: str | Path | dict, base: str | Path = ".") -> Scene:
     if isinstance(scene, dict):
         return parse_scene(scene, base=Path(base), src="<scene dict>")
     path = Path(scene)
+    return parse_scene(read_toml(path, "scene file"), base=path.parent, src=str(path))
+
+
+def read_toml(path: str | Path, what: str = "file") -> dict:
+    """A TOML file's content; a missing file, invalid TOML or binary content is an :class:`InputError` naming
+    the file (``what`` says what it should be: "scene file", "plan file")."""
+    path = Path(path)
     if not path.is_file():
-        raise InputError(f"{path}: scene file not found")
+        raise InputError(f"{path}: {what} not found")
     try:
-        data = tomllib.loads(path.read_text())
+        return tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as exc:
         raise InputError(f"{path}: not valid TOML ({exc})") from None
     except UnicodeDecodeError:
         raise InputError(f"{path}: not a text file") from None
-    return parse_scene(data, base=path.parent, src=str(path))
 
 
 def demo_scene_path() -> Path:

@@ -537,6 +537,15 @@ def transfer_model(model, method: str = "auto", *, air=None, max_modes: int = 20
     if not model.n_modes or method == "low_order":
         return None, low
     path = transfer_path(model, method, air=air, max_modes=max_modes, settings=settings)
+    # one process solves it; others asking at once wait for the lock, then read it (assets.asset_lock)
+    from ..assets import asset_lock
+    with asset_lock(path):
+        return _load_or_solve_transfer(model, method, path, air, max_modes, progress, name, settings)
+
+
+def _load_or_solve_transfer(model, method, path, air, max_modes, progress, name, settings):
+    from ..errors import AssetError
+    from ..transfer.precompute import TransferModel, TransferSettings, run_transfer
     if path.is_file():
         try:
             TransferModel.load(path, model)

@@ -395,8 +395,15 @@ def cached_pan_field(job: PANJob, *, cache=None, progress=None, map_fn=None, loa
         if ckpt.is_dir():
             shutil.rmtree(ckpt, ignore_errors=True)
         return fld
-    # kept wavelet-compressed like the soundbank's fields (field_store), and used in that form from now on
-    fld = run_pan(job, checkpoint_dir=ckpt, progress=progress, map_fn=map_fn).stored_form(PAN_EPS)
-    fld.save(path)
+    from ...assets import asset_lock
+    # one process precomputes it; others asking at once wait for the lock, then read it (assets.asset_lock)
+    with asset_lock(path):
+        try:
+            return PANField.load(path, inputs_hash=job.key)
+        except AssetError:
+            pass
+        # kept wavelet-compressed like the soundbank's fields (field_store), and used in that form from now on
+        fld = run_pan(job, checkpoint_dir=ckpt, progress=progress, map_fn=map_fn).stored_form(PAN_EPS)
+        fld.save(path)
     shutil.rmtree(ckpt, ignore_errors=True)
     return fld

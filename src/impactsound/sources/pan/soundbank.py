@@ -66,7 +66,7 @@ from typing import Callable
 
 import numpy as np
 
-from ...assets import Asset, cache_dir, content_hash, read_asset, write_asset
+from ...assets import Asset, asset_lock, cache_dir, content_hash, read_asset, write_asset
 from ...constants import AIR_C, AIR_RHO, BANK_EPS
 from ...errors import AssetError, InputError, SolverError
 from ...wave.fdtd import COURANT_LIMIT, DEFAULT_NPML, solver_bytes
@@ -694,23 +694,6 @@ def shipped_bank(preset="standard", eps: float = DEFAULT_EPS, c: float = AIR_C) 
     return Soundbank(p, preset, AIR_C, AIR_RHO, eps, read_only=True)
 
 
-@contextlib.contextmanager
-def _locked(path: Path):
-    """Exclusive lock on ``<path>.lock`` (fcntl; a no-op where fcntl is missing)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        import fcntl
-    except ImportError:                                   # pragma: no cover - not POSIX
-        yield
-        return
-    with open(path.with_name(path.name + ".lock"), "a+") as fh:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
-
-
 def _entry_arrays(e: BankEntry) -> dict:
     out = {}
     for f, wf in enumerate(e.fields):
@@ -854,7 +837,7 @@ class Soundbank:
             if (e.n_theta, e.n_phi) != (self.preset.n_theta, self.preset.n_phi):
                 raise InputError(f"soundbank entry {e.index}: its fields are not the positive octant of this bank's "
                                  f"{self.preset.n_theta} x {self.preset.n_phi} direction grid (sec. 4.3)")
-        with _locked(self.path):
+        with asset_lock(self.path):
             if self.path.exists():
                 self._load()
             arrays = dict(self._arrays)
