@@ -526,12 +526,14 @@ def run_batch(plan: BatchPlan, out: str | Path, *, workers: int | None = None, s
         return _Task(i, plan.names[i], scenes[i], str(plan.base_dir), plan.normalise, plan.lufs_target,
                      plan.full_scale_pa)
 
-    first = [g[0] for g in groups.values()]
-    rest = [i for g in groups.values() for i in g[1:]]
+    # One render per asset group first, the rest after: the pool takes tasks in order, so the first renders of
+    # the groups compute the groups' assets side by side and the others find them ready (or wait on the asset's
+    # lock, never computing it twice). One pool for all: a worker starts once (imports, compiled kernels).
+    order = [g[0] for g in groups.values()] + [i for g in groups.values() for i in g[1:]]
     n_failed = 0
     last_manifest = [0.0]
 
-    def on_result(order, oc: _Outcome):
+    def on_result(k, oc: _Outcome):
         nonlocal n_failed
         records[oc.index] = folder.write(oc.index, oc)
         n_failed += not oc.ok
@@ -540,16 +542,8 @@ def run_batch(plan: BatchPlan, out: str | Path, *, workers: int | None = None, s
             last_manifest[0] = time.monotonic()
 
     with progress.stage(f"batch of {len(todo)} renders") as update:
-        done_before = [0]
-        for phase in (first, rest):
-            if not phase:
-                continue
-            k0 = done_before[0]
-            # first one render per asset group (its assets computed once), then the rest find them ready
-            map_tasks(_render_task, [task(i) for i in phase], scheduler=scheduler, workers=workers,
-                      on_result=on_result,
-                      progress=lambda f, k0=k0, m=len(phase): update((k0 + f * m) / max(len(todo), 1)))
-            done_before[0] += len(phase)
+        map_tasks(_render_task, [task(i) for i in order], scheduler=scheduler, workers=workers, on_result=on_result,
+                  progress=update)
     path = folder.manifest(records)
     with contextlib.suppress(OSError):
         folder.tmp_dir.rmdir()                     # empty once every render is written
