@@ -33,7 +33,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import csv
-import hashlib
 import io
 import itertools
 import json
@@ -51,8 +50,6 @@ from .errors import InputError
 CONFIRM_ROWS = 1000
 #: scene sections a field may start with
 SECTIONS = ("scene", "ground", "air", "granular", "source", "object", "listener")
-#: output level choices of a batch (io/audio.py, plus one scale shared by every render)
-BATCH_NORMALISE = ("peak", "lufs", "none", "shared")
 #: object keys that decide an object's precomputed assets (modes, radiation, fields, decompositions)
 _ASSET_KEYS = ("shape", "size", "mesh", "scale", "material", "shell", "transfer", "acceleration_noise", "joint",
                "anchor", "clamp_radius", "static", "fracture_group")
@@ -163,8 +160,9 @@ def make_plan(scene: str | Path | dict, *, rows: list[dict] | None = None, grid:
         base = read_toml(p, f"base scene (of {source})")
         bdir = Path(base_dir) if base_dir is not None else p.parent
     all_rows = expand_rows(rows, grid)
-    if normalise not in BATCH_NORMALISE:
-        raise InputError(f"{source}: normalise = {normalise!r}: choose one of {list(BATCH_NORMALISE)}")
+    from .io.audio import NORMALISE
+    if normalise not in NORMALISE:
+        raise InputError(f"{source}: normalise = {normalise!r}: choose one of {list(NORMALISE)}")
     if normalise == "shared" and not (full_scale_pa and math.isfinite(full_scale_pa) and full_scale_pa > 0):
         raise InputError(f"{source}: normalise = 'shared' needs full_scale_pa, the pressure [Pa] that 1.0 stands "
                          "for in every WAV (e.g. 20.0); or use 'none' (pascals)")
@@ -299,9 +297,6 @@ class _Task:
     name: str
     scene: dict
     base_dir: str
-    normalise: str
-    lufs_target: float
-    full_scale_pa: float | None
 
 
 @dataclass
@@ -328,14 +323,6 @@ def _render_task(task: _Task) -> _Outcome:
     ev.motion = ev.resting = None
     res.events, res.stems = ev, {}
     return _Outcome(task.index, True, result=res, wall_s=time.perf_counter() - t0)
-
-
-def _sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _write_json_atomic(path: Path, obj) -> None:
@@ -377,6 +364,7 @@ class _Folder:
 
     def done(self) -> dict[int, dict]:
         """Records of the renders already finished (their files present and unchanged)."""
+        from .assets import file_sha256
         out = {}
         for i, name in enumerate(self.plan.names):
             p = self.done_dir / f"{name}.json"
@@ -389,13 +377,13 @@ class _Folder:
             wav = self.out / f"{name}.wav"
             # a failed render is tried again (the user may have fixed its cause); a finished one only counts
             # while its file is there unchanged
-            if r.get("status") == "ok" and wav.is_file() and _sha256_file(wav) == r.get("wav_sha256"):
+            if r.get("status") == "ok" and wav.is_file() and file_sha256(wav) == r.get("wav_sha256"):
                 out[i] = r
         return out
 
     def write(self, i: int, oc: _Outcome) -> dict:
         """Write one render's files (temporaries, then renames) and its record, last."""
-        from .assets import content_hash
+        from .assets import content_hash, file_sha256
         plan, name = self.plan, self.plan.names[i]
         rec = {"row": i, "name": name, **{k: json.dumps(v) if isinstance(v, (list, dict)) else v
                                           for k, v in plan.rows[i].items()},
@@ -407,25 +395,15 @@ class _Folder:
         res = oc.result
         tmp_wav = self.tmp_dir / f"{name}.wav"
         tmp_png = self.tmp_dir / f"{name}.png" if plan.png else None
-        if plan.normalise == "shared":
-            norm, extra = "none", {}
-            res = _rescaled(res, 1.0 / plan.full_scale_pa)
-        else:
-            norm, extra = plan.normalise, {}
         import logging
         lg = logging.getLogger("impactsound")
         level, lg.level = lg.level, max(lg.getEffectiveLevel(), logging.WARNING)   # no "wrote .tmp/..." lines
         try:
-            res.save(tmp_wav, png=tmp_png, title=f"{plan.source}: {name}", normalise=norm,
-                     lufs_target=plan.lufs_target)
+            res.save(tmp_wav, png=tmp_png, title=f"{plan.source}: {name}", normalise=plan.normalise,
+                     lufs_target=plan.lufs_target, full_scale_pa=plan.full_scale_pa)
         finally:
             lg.setLevel(level)
         side = json.loads(Path(str(tmp_wav) + ".json").read_text())
-        if plan.normalise == "shared":        # the samples were scaled before saving: restore the physical scale
-            side["pascals_per_unit"] = float(plan.full_scale_pa)
-            side["peak_pa"] = side["peak_pa"] * plan.full_scale_pa
-            side["level"] = {"normalise": "shared", "full_scale_pa": float(plan.full_scale_pa)}
-            Path(str(tmp_wav) + ".json").write_text(json.dumps(side, indent=2, sort_keys=True))
         dest = self.out / f"{name}.wav"
         os.replace(Path(str(tmp_wav) + ".json"), Path(str(dest) + ".json"))
         os.replace(tmp_wav, dest)
@@ -434,7 +412,7 @@ class _Folder:
         level = side.get("level", {})
         rec.update(status="ok", wav=dest.name, png=f"{name}.png" if plan.png else "", peak_pa=side["peak_pa"],
                    pascals_per_unit=side["pascals_per_unit"], loudness_lufs=level.get("loudness_lufs", ""),
-                   events=side.get("events", 0), wav_sha256=_sha256_file(dest), **extra)
+                   events=side.get("events", 0), wav_sha256=file_sha256(dest))
         _write_json_atomic(self.done_dir / f"{name}.json", rec)
         return rec
 
@@ -451,11 +429,6 @@ class _Folder:
         tmp.write_text(buf.getvalue())
         os.replace(tmp, path)
         return path
-
-
-def _rescaled(res, gain: float):
-    import dataclasses
-    return dataclasses.replace(res, mix=res.mix * gain)
 
 
 @dataclass
@@ -523,8 +496,7 @@ def run_batch(plan: BatchPlan, out: str | Path, *, workers: int | None = None, s
     t_start = time.perf_counter()
 
     def task(i):
-        return _Task(i, plan.names[i], scenes[i], str(plan.base_dir), plan.normalise, plan.lufs_target,
-                     plan.full_scale_pa)
+        return _Task(i, plan.names[i], scenes[i], str(plan.base_dir))
 
     # One render per asset group first, the rest after: the pool takes tasks in order, so the first renders of
     # the groups compute the groups' assets side by side and the others find them ready (or wait on the asset's

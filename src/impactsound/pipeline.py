@@ -50,7 +50,8 @@ class RenderResult:
     info: dict = field(default_factory=dict)
 
     def save(self, path: str | Path, *, stems: str | Path | None = None, png: str | Path | None = None,
-             title: str = "", normalise: str | bool = "peak", lufs_target: float | None = None) -> list[Path]:
+             title: str = "", normalise: str | bool = "peak", lufs_target: float | None = None,
+             full_scale_pa: float | None = None) -> list[Path]:
         """Write the mix as a float32 WAV (one channel per listener) and ``<path>.json`` (the scale, so that
         pascals = sample x ``pascals_per_unit``, and :attr:`info`).
 
@@ -64,11 +65,14 @@ class RenderResult:
             Spectrogram (with the impact times marked) of the first channel.
         title : str
             Title of the spectrogram.
-        normalise : {"peak", "lufs", "none"}
+        normalise : {"peak", "lufs", "none", "shared"}
             ``peak`` (default; True): the loudest sample at -1 dBFS; ``lufs``: integrated loudness (ITU-R
-            BS.1770-4) at ``lufs_target``; ``none`` (False): pascals directly. The sidecar keeps the scale.
+            BS.1770-4) at ``lufs_target``; ``none`` (False): pascals directly; ``shared``: 1.0 = ``full_scale_pa``
+            pascals (one scale for several renders). The sidecar keeps the scale.
         lufs_target : float, optional
             [LUFS] for ``lufs`` (default -23, EBU R128).
+        full_scale_pa : float, optional
+            [Pa] for ``shared``.
 
         Returns
         -------
@@ -78,7 +82,8 @@ class RenderResult:
         from .io.audio import DEFAULT_LUFS, output_gain, write_wav
         path = Path(path)
         gain, level = output_gain(self.mix, self.sample_rate, normalise,
-                                  lufs_target=DEFAULT_LUFS if lufs_target is None else lufs_target)
+                                  lufs_target=DEFAULT_LUFS if lufs_target is None else lufs_target,
+                                  full_scale_pa=full_scale_pa)
         side = {"listeners": self.listener_names, "events": len(self.events), **self.info, "level": level}
         write_wav(path, self.mix, self.sample_rate, gain, side)
         log.info("wrote %s (peak %.3g Pa at the listener; scale in %s.json)", path, float(np.abs(self.mix).max())

@@ -202,6 +202,6 @@ def test_batch_cli(plan_dir):
     from click.testing import CliRunner
 
     from impactsound.cli import cli
-    r = CliRunner().invoke(cli, ["batch", str(plan_dir / "plan.toml"), "--out", str(plan_dir / "c"), "--dry-run"])
+    r = CliRunner().invoke(cli, ["-q", "batch", str(plan_dir / "plan.toml"), "--out", str(plan_dir / "c"), "--dry-run"])
     assert r.exit_code == 0 and "4 renders" in r.output and "row-0003" in r.output
     assert not (plan_dir / "c").exists()

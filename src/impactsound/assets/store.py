@@ -203,6 +203,15 @@ def write_asset(path: str | os.PathLike, asset: Asset) -> Path:
     return path
 
 
+def file_sha256(path: str | os.PathLike) -> str:
+    """sha256 (hex) of a file's bytes, read in 1 MiB chunks (a shipped bank, a rendered WAV)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
 @contextlib.contextmanager
 def asset_lock(path: str | os.PathLike):
     """Hold the exclusive lock of an asset (``<path>.lock``, fcntl ``flock``) while computing or extending it.

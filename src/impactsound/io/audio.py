@@ -36,7 +36,7 @@ def normalisation_gain(mix: np.ndarray, peak: float = 10 ** (-1 / 20)) -> float:
 
 
 #: the output level choices (:func:`output_gain`)
-NORMALISE = ("peak", "lufs", "none")
+NORMALISE = ("peak", "lufs", "none", "shared")
 #: default loudness target [LUFS]: EBU R128's programme level
 DEFAULT_LUFS = -23.0
 #: BS.1770 integrated loudness needs at least one 400 ms gating block [s]
@@ -69,7 +69,7 @@ def loudness_lufs(x: np.ndarray, sample_rate: int) -> float:
 
 
 def output_gain(mix: np.ndarray, sample_rate: int, normalise: str | bool = "peak", *,
-                lufs_target: float = DEFAULT_LUFS) -> tuple[float, dict]:
+                lufs_target: float = DEFAULT_LUFS, full_scale_pa: float | None = None) -> tuple[float, dict]:
     """The gain [1/Pa] that the output gets, and what to record about it in the sidecar.
 
     Parameters
@@ -78,11 +78,14 @@ def output_gain(mix: np.ndarray, sample_rate: int, normalise: str | bool = "peak
         Pressure [Pa].
     sample_rate : int
         [Hz].
-    normalise : {"peak", "lufs", "none"} (or True = "peak", False = "none")
+    normalise : {"peak", "lufs", "none", "shared"} (or True = "peak", False = "none")
         ``peak``: the loudest sample at -1 dBFS; ``lufs``: integrated loudness at ``lufs_target``; ``none``:
-        pascals (gain 1).
+        pascals (gain 1); ``shared``: a scale given by the caller, 1.0 = ``full_scale_pa`` (so that several
+        renders compare).
     lufs_target : float
         [LUFS] for ``lufs``.
+    full_scale_pa : float
+        [Pa] for ``shared``.
 
     Returns
     -------
@@ -94,7 +97,8 @@ def output_gain(mix: np.ndarray, sample_rate: int, normalise: str | bool = "peak
     Raises
     ------
     InputError
-        On an unknown choice, a non-finite target, or ``lufs`` on less than 0.4 s.
+        On an unknown choice, a non-finite target, ``lufs`` on less than 0.4 s, or ``shared`` without a positive
+        ``full_scale_pa``.
     """
     if normalise is True:
         normalise = "peak"
@@ -102,10 +106,15 @@ def output_gain(mix: np.ndarray, sample_rate: int, normalise: str | bool = "peak
         normalise = "none"
     if normalise not in NORMALISE:
         raise InputError(f"normalise = {normalise!r}: choose one of {list(NORMALISE)} (peak: -1 dBFS; lufs: "
-                         "integrated loudness at a target; none: pascals)")
+                         "integrated loudness at a target; none: pascals; shared: 1.0 = full_scale_pa)")
     info: dict = {"normalise": normalise}
     if normalise == "none":
         return 1.0, info
+    if normalise == "shared":
+        if not (full_scale_pa is not None and np.isfinite(full_scale_pa) and full_scale_pa > 0):
+            raise InputError(f"normalise = 'shared' needs full_scale_pa > 0, the pressure [Pa] that 1.0 stands for "
+                             f"(got {full_scale_pa!r}); e.g. 20.0, or use 'none' (pascals)")
+        return 1.0 / float(full_scale_pa), {**info, "full_scale_pa": float(full_scale_pa)}
     if normalise == "peak":
         return normalisation_gain(mix), info
     if not (np.isfinite(lufs_target) and -70.0 < float(lufs_target) <= 0.0):

@@ -66,7 +66,7 @@ from typing import Callable
 
 import numpy as np
 
-from ...assets import Asset, asset_lock, cache_dir, content_hash, read_asset, write_asset
+from ...assets import Asset, asset_lock, cache_dir, content_hash, file_sha256, read_asset, write_asset
 from ...constants import AIR_C, AIR_RHO, BANK_EPS
 from ...errors import AssetError, InputError, SolverError
 from ...wave.fdtd import COURANT_LIMIT, DEFAULT_NPML, solver_bytes
@@ -648,7 +648,6 @@ def shipped_path(preset="standard", eps: float = DEFAULT_EPS) -> Path | None:
 @functools.lru_cache(maxsize=4)
 def _verified(path: str, size: int, mtime_ns: int) -> str:
     """sha256 of a shipped bank file checked against its manifest (once per file state and process)."""
-    import hashlib
     import json
     p = Path(path)
     man_path = p.with_suffix(".json")
@@ -660,15 +659,12 @@ def _verified(path: str, size: int, mtime_ns: int) -> str:
     except (OSError, ValueError) as e:
         raise AssetError(f"{p}: the shipped soundbank's manifest {man_path.name} is missing or unreadable ({e}); "
                          + fix) from None
-    h = hashlib.sha256()
-    with open(p, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    if size != manifest.get("bytes") or h.hexdigest() != manifest.get("sha256"):
+    digest = file_sha256(p)
+    if size != manifest.get("bytes") or digest != manifest.get("sha256"):
         raise AssetError(f"{p}: the shipped soundbank is corrupted (its size or sha256 differs from "
-                         f"{man_path.name}: {size} bytes, sha256 {h.hexdigest()[:16]}..., expected "
+                         f"{man_path.name}: {size} bytes, sha256 {digest[:16]}..., expected "
                          f"{manifest.get('bytes')} bytes, {str(manifest.get('sha256'))[:16]}...); " + fix)
-    return h.hexdigest()
+    return digest
 
 
 def shipped_bank(preset="standard", eps: float = DEFAULT_EPS, c: float = AIR_C) -> "Soundbank | None":
