@@ -508,6 +508,7 @@ def run_batch(plan: BatchPlan, out: str | Path, *, workers: int | None = None, s
     def on_result(k, oc: _Outcome):
         nonlocal n_failed
         records[oc.index] = folder.write(oc.index, oc)
+        oc.result = None          # written: map_tasks keeps every outcome until the end, not every render's samples
         n_failed += not oc.ok
         if time.monotonic() - last_manifest[0] > 2.0:
             folder.manifest(records)
