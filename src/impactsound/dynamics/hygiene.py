@@ -45,7 +45,7 @@ from ..constants import V_MIN
 from .events import GROUND, SUPPORT, EventLog
 
 __all__ = ["RawContacts", "MergedEvents", "canonicalize", "merge_collisions", "clean_contacts", "support_at",
-           "V_MIN"]
+           "thin_resting", "V_MIN"]
 
 
 
@@ -478,6 +478,73 @@ def support_at(resting: RawContacts, body, step, t, max_gap: float) -> tuple[np.
     P[ok] = gp[kk[ok]]
     N[ok] = gn[kk[ok]]
     return P, N
+
+
+def thin_resting(raw: RawContacts, *, v_min: float = V_MIN, margin_steps: int, keep_every: int,
+                 bridge_steps: int = 1) -> RawContacts:
+    """Drop the rows of long resting contact that no step of :func:`clean_contacts` can use, so that a body lying
+    still for minutes does not hold every engine step of its support in memory.
+
+    A row is dropped when it is calm (|v_n| < ``v_min``), its pair touches within ``margin_steps`` of it on both
+    sides with no pause longer than ``bridge_steps`` (a continuous contact: engines drop a resting contact for a
+    step now and then; rows of one call to this function only, so the ends of a block of steps are never thinned), neither of its bodies has a non-calm row within ``margin_steps``, and its
+    step is not a multiple of ``keep_every``. Why the events do not change, given ``margin_steps`` >= (2
+    settle_time + 3 max_gap) / dt: every row within the margin of a non-calm row is kept, so each impact keeps
+    its first step, its impulse rows up to the calm run that ends it, and its bodies' supports in the steps
+    before it (step 5). A resting contact cut by the dropped rows restarts with at least ``margin_steps`` calm
+    steps, i.e. as a contact that starts at rest, which carries no event (step 4). Rows every ``keep_every``
+    steps stay, so the resting stretches (dynamics/resting.py) still see each support.
+
+    Parameters
+    ----------
+    raw : RawContacts
+        Rows of consecutive engine steps, in any orientation.
+    v_min : float
+        [m/s] the calm threshold of step 4.
+    margin_steps : int
+        Engine steps kept around any non-calm row and at the ends of each contact.
+    keep_every : int
+        Steps whose index is a multiple of this are always kept.
+    bridge_steps : int
+        Longest pause in a continuous contact [steps]; keep it below max_gap / dt, which never splits a collision.
+
+    Returns
+    -------
+    RawContacts
+        The rows kept, in their order.
+    """
+    n = len(raw)
+    if n == 0:
+        return raw
+    W = int(margin_steps)
+    calm = np.abs(raw.vn) < v_min
+    step = raw.step
+    # 1. rows within W steps of a non-calm row of either body
+    near = np.zeros(n, bool)
+    hot_body = np.r_[raw.a[~calm], raw.b[~calm]]
+    hot_step = np.r_[step[~calm], step[~calm]]
+    real = hot_body != GROUND
+    if real.any():
+        span = int(step.max() - step.min()) + 4 * W + 8
+        base = int(step.min()) - 2 * W - 4
+        keys = np.unique((hot_body[real] - GROUND) * span + (hot_step[real] - base))
+        for ids in (raw.a, raw.b):
+            q = (ids - GROUND) * span + (step - base)
+            i = np.searchsorted(keys, q)
+            lo = keys[np.maximum(i - 1, 0)]
+            hi = keys[np.minimum(i, len(keys) - 1)]
+            near |= ((np.abs(q - lo) <= W) | (np.abs(hi - q) <= W)) & (ids != GROUND)
+    # 2. position of each row's step inside its pair's run of consecutive contact steps
+    pair = np.column_stack([np.minimum(raw.a, raw.b), np.maximum(raw.a, raw.b), step])
+    gid, first, ng = _group_rows(pair)                 # groups sorted by (pair, step)
+    gp, gs = pair[first, :2], pair[first, 2]
+    new_run = np.r_[True, np.any(gp[1:] != gp[:-1], axis=1) | (gs[1:] > gs[:-1] + int(bridge_steps))]
+    run = np.cumsum(new_run) - 1
+    starts = np.flatnonzero(new_run)
+    ends = np.r_[starts[1:], ng] - 1
+    inside = (gs - gs[starts[run]] >= W) & (gs[ends[run]] - gs >= W)
+    drop = calm & ~near & inside[gid] & (step % max(1, int(keep_every)) != 0)
+    return raw.select(~drop) if drop.any() else raw
 
 
 def clean_contacts(raw: RawContacts, body_size, *, v_min: float = V_MIN, cluster_frac: float = 0.1,

@@ -68,7 +68,7 @@ import numpy as np
 from ..errors import InputError, MeshError, SolverError
 from .convex import convex_parts
 from .events import GROUND, EventLog
-from .hygiene import V_MIN, RawContacts, clean_contacts
+from .hygiene import V_MIN, RawContacts, clean_contacts, thin_resting
 from .restitution import restitution_to_damping_ratio
 
 __all__ = ["simulate", "run_dynamics", "build_model", "DynamicsResult", "MujocoModel",
@@ -554,9 +554,16 @@ def _state(m, d, nb, all_free=True):
     return pos, quat, vel[:, :3].copy(), w_world
 
 
+def _rest_sample_every(dt: float) -> int:
+    """Engine steps between the steps of long resting contact that are always kept (one every 10 ms), also the
+    steps where resting stretches read their supports (dynamics/resting.py)."""
+    return max(1, int(round(0.01 / float(dt))))
+
+
 def run_dynamics(bodies, ground, duration: float, timestep: float = 2e-4, *, v_min: float = V_MIN,
                  progress=None, contact_steps: float = 10.0, record_every: int | None = None,
-                 max_gap: float | None = None, settle_time: float = 2e-3) -> DynamicsResult:
+                 max_gap: float | None = None, settle_time: float = 2e-3, thin_rest: bool = True
+                 ) -> DynamicsResult:
     """Simulate and return events, raw contacts and the final state (see :func:`simulate`).
 
     Parameters
@@ -569,6 +576,10 @@ def run_dynamics(bodies, ground, duration: float, timestep: float = 2e-4, *, v_m
         Contact gap that ends a collision [s] (default max(1 ms, 3 steps); :func:`~.hygiene.merge_collisions`).
     settle_time : float, optional
         Calm time after which a contact is resting [s] (:mod:`.hygiene`, step 4).
+    thin_rest : bool, optional
+        Keep only the raw rows of long resting contact that the events and resting stretches use
+        (:func:`~.hygiene.thin_resting`: the same events; memory no longer grows with the time bodies lie still).
+        ``res.raw`` then holds the thinned rows.
 
     Returns
     -------
@@ -608,26 +619,33 @@ def run_dynamics(bodies, ground, duration: float, timestep: float = 2e-4, *, v_m
     rec = []                           # (step, efc_address, dim, geom, pos, frame, efc_force, efc_vel, xpos, xquat)
     parts, pose_parts = [], []
 
+    gap = max(1e-3, 3 * dt) if max_gap is None else float(max_gap)
+    # rows kept around every non-calm row (thin_resting's condition), and one step of rest every 10 ms
+    margin = int(math.ceil((2 * float(settle_time) + 3 * gap) / dt)) + 2
+    keep_every = _rest_sample_every(dt)
+
     def flush():
         # Convert a chunk of per-step records into compact rows, keeping body poses only for steps where some
         # contact approaches at >= v_min: an event's t0 step always is one (its vn >= v_min), resting steps never.
         raw_c, steps, P, Q = _raw_contacts(rec, owner, dt, nb)
         hot = np.isin(steps, raw_c.step[raw_c.vn >= v_min])
+        if thin_rest:
+            raw_c = thin_resting(raw_c, v_min=v_min, margin_steps=margin, keep_every=keep_every,
+                                 bridge_steps=max(1, int(math.ceil(gap / dt)) - 1))
         parts.append(raw_c)
         pose_parts.append((steps[hot], P[hot], Q[hot]))
         rec.clear()
 
-    traj_t, traj_p, traj_q = [], [], []
+    # the pose record, preallocated (a list of small arrays per record costs ~10x the numbers at 1 kHz)
+    n_rec = -(-n_steps // record_every) if record_every else 0
+    traj_p, traj_q = np.empty((n_rec, nb, 3)), np.empty((n_rec, nb, 4))
     intact = list(range(len(mm.groups)))          # fracture groups still welded
     broken = []                                   # (group index, time [s]) of each release
     every = max(1, n_steps // 100)
     t_start = time.perf_counter()
     for k in range(n_steps):
         if record_every and k % record_every == 0:
-            traj_t.append(k * dt)
-            P_k, Q_k = _poses(m, d, nb, mm.all_free)
-            traj_p.append(P_k)
-            traj_q.append(Q_k)
+            traj_p[k // record_every], traj_q[k // record_every] = _poses(m, d, nb, mm.all_free)
         mujoco.mj_step(m, d)
         # After mj_step, contacts, efc_force/efc_vel and xpos/xquat belong to the state at the start of the step
         # (t = k dt); the force acted over [k dt, (k + 1) dt].
@@ -654,7 +672,6 @@ def run_dynamics(bodies, ground, duration: float, timestep: float = 2e-4, *, v_m
     pose_step = np.concatenate([p[0] for p in pose_parts])
     P = np.concatenate([p[1] for p in pose_parts])
     Q = np.concatenate([p[2] for p in pose_parts])
-    gap = max(1e-3, 3 * dt) if max_gap is None else float(max_gap)
     merged = clean_contacts(raw, mm.body_size, v_min=v_min, max_gap=gap,
                             settle_time=settle_time)
     log = merged.to_event_log([b.name for b in bodies])
@@ -674,9 +691,9 @@ def run_dynamics(bodies, ground, duration: float, timestep: float = 2e-4, *, v_m
     res = DynamicsResult(events=log, raw=raw, time=n_steps * dt, n_steps=n_steps, wall_time=wall, position=pos,
                          quaternion=quat, velocity=vel, angular_velocity=w)
     if record_every:
-        res.trajectory_t = np.asarray(traj_t)
-        res.trajectory_position = np.asarray(traj_p)
-        res.trajectory_quaternion = np.asarray(traj_q)
+        res.trajectory_t = (np.arange(n_rec) * record_every) * dt
+        res.trajectory_position = traj_p
+        res.trajectory_quaternion = traj_q
     return res
 
 
@@ -733,5 +750,6 @@ def simulate(bodies, ground, duration: float, timestep: float = 2e-4, *, v_min: 
         log.resting = {i: r for i in range(len(bodies)) if getattr(bodies[i], "mount", None) is None
                        or getattr(bodies[i].mount, "parent", None) is not None
                        if (r := resting_stretches(t, P[:, i], Q[:, i], res.raw, i, float(np.linalg.norm(
-                           np.ptp(np.asarray(bodies[i].mesh.vertices), axis=0))), float(timestep)))}
+                           np.ptp(np.asarray(bodies[i].mesh.vertices), axis=0))), float(timestep),
+                           sample_every=_rest_sample_every(timestep)))}
     return log

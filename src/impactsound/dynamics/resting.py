@@ -47,10 +47,12 @@ def _stretches(still: np.ndarray, t: np.ndarray, min_duration: float) -> list[tu
 
 
 def resting_stretches(t, position, quaternion, raw, body: int, size: float, dt: float, *,
-                      v_rest: float = V_REST, min_duration: float = MIN_REST) -> list[Rest]:
+                      v_rest: float = V_REST, min_duration: float = MIN_REST, sample_every: int = 1) -> list[Rest]:
     """Resting stretches of body ``body`` from its recorded poses (t (K,), position (K, 3), quaternion (K, 4)) and
-    the engine's raw contacts (dynamics/hygiene.py RawContacts, every step's rows); ``size`` [m] turns spin into
-    rim speed, ``dt`` [s] is the engine step (impulse / dt = force)."""
+    the engine's raw contacts (dynamics/hygiene.py RawContacts); ``size`` [m] turns spin into rim speed, ``dt``
+    [s] is the engine step (impulse / dt = force). The supports are read in the step nearest the stretch's middle
+    among the steps that are multiples of ``sample_every`` (the steps that thinned resting contacts keep,
+    hygiene.thin_resting), or among all steps with contacts if the stretch has none of those."""
     t = np.asarray(t, np.float64)
     P = np.asarray(position, np.float64)
     Q = np.asarray(quaternion, np.float64)
@@ -68,7 +70,9 @@ def resting_stretches(t, position, quaternion, raw, body: int, size: float, dt: 
         rows = np.flatnonzero(mine & (raw.t >= t[i0]) & (raw.t <= t[i1]))
         if len(rows) == 0:
             continue                                            # still but touching nothing: held by a joint
-        step = raw.step[rows[np.argmin(np.abs(raw.t[rows] - tm))]]
+        pick = rows[raw.step[rows] % max(1, int(sample_every)) == 0]
+        pick = pick if len(pick) else rows
+        step = raw.step[pick[np.argmin(np.abs(raw.t[pick] - tm))]]
         rows = rows[raw.step[rows] == step]
         k = int(np.argmin(np.abs(t - raw.t[rows[0]])))
         R = quat_to_matrix(Q[k])[0]
