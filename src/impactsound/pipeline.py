@@ -89,14 +89,7 @@ class RenderResult:
         log.info("wrote %s (peak %.3g Pa at the listener; scale in %s.json)", path, float(np.abs(self.mix).max())
                  if self.mix.size else 0.0, path)
         if self.mix.size and not np.any(self.mix):
-            # never a silent surprise: say why (no contacts, or bodies too small/stiff to have audible modes)
-            if len(self.events) == 0:
-                log.warning("%s is silent: no contact events (an empty event log, or every contact slower than "
-                            "v_min = 5 cm/s)", path)
-            else:
-                log.warning("%s is silent: %d contact events and %s audible modes per object. Small stiff objects "
-                            "have no modes below 20 kHz in modal sound; lengthen the scene or drop objects from "
-                            "higher up.", path, len(self.events), self.info.get("modes", {}))
+            warn_silent(path, len(self.events), self.info)
         written = [path]
         if stems is not None:
             stems = Path(stems)
@@ -112,6 +105,18 @@ class RenderResult:
             spectrogram_png(Path(png), self.mix, self.sample_rate, title or path.stem, self.events.t)
             written.append(Path(png))
         return written
+
+
+def warn_silent(path, n_events: int, info: dict) -> None:
+    """Never a silent surprise: say why a written render is silent (no contacts, or bodies too small or stiff to
+    have audible modes)."""
+    if n_events == 0:
+        log.warning("%s is silent: no contact events (an empty event log, or every contact slower than "
+                    "v_min = 5 cm/s)", path)
+    else:
+        log.warning("%s is silent: %d contact events and %s audible modes per object. Small stiff objects "
+                    "have no modes below 20 kHz in modal sound; lengthen the scene or drop objects from "
+                    "higher up.", path, n_events, info.get("modes", {}))
 
 
 def scene_events(scene: Scene, progress: Progress = QUIET, *, allow_implausible: bool = False) -> EventLog:
@@ -200,32 +205,11 @@ def _fill_missing_poses(log: EventLog, scene: Scene, source: str = "events", row
                               f"quat_{side}; CSV columns {side}x..{side}qz)", MissingPoseWarning, stacklevel=3)
 
 
-def render_scene(scene: Scene | str | Path | dict, progress: Progress = QUIET, events: EventLog | None = None, *,
-                 allow_implausible: bool = False) -> RenderResult:
-    """Render a scene: pressure [Pa] at every listener, per source kind and object.
-
-    Parameters
-    ----------
-    scene : Scene, str, Path or dict
-        The scene, or a scene TOML file / dict (read with :func:`~impactsound.scene.load_scene`).
-    progress : Progress
-        Progress reporting (the CLI's bars); silent by default.
-    events : EventLog, optional
-        Contact events to render instead of the scene's (dynamics or its event log); checked against the scene
-        and completed as a scene's event log is (:func:`checked_events`).
-    allow_implausible : bool
-        Render a user event log that fails the plausibility checks (warnings instead of an error; see
-        :func:`scene_events`).
-
-    Returns
-    -------
-    RenderResult
-        The mix (listeners x samples, pascals), stems per source kind and object, the events rendered and what
-        each object got (``info["objects"]``).
-
-    Every source kind in ``scene.sources`` (sources/registry.py) prepares its assets, then renders the events;
-    all share one contact stage per event batch (contact/stage.py). The stems add into the mix.
-    """
+def prepare_render(scene, progress: Progress = QUIET, events: EventLog | None = None, *,
+                   allow_implausible: bool = False):
+    """What every render starts with: the scene loaded, its source kinds, its events (dynamics, its log or
+    ``events``; resting contacts slower than v_min dropped) and the :class:`RenderContext` of the whole scene.
+    Returns (scene, kinds, events, ctx)."""
     from .assets import cache_dir
     from .sources import registry
     if not isinstance(scene, Scene):
@@ -255,18 +239,55 @@ def render_scene(scene: Scene | str | Path | dict, progress: Progress = QUIET, e
     n = int(round(scene.duration * scene.sample_rate))
     ctx = RenderContext(scene, events, listeners, ears.reshape(-1, 3), scene.sample_rate, n, progress,
                         motion=motion, resting=resting)
+    return scene, kinds, events, ctx
+
+
+def describe_into(kind, prepared, info: dict, objects: dict) -> None:
+    """Add what a source kind gave each object (its ``describe``) to a render's ``info`` and ``objects``, so that
+    nothing is dropped without a word (also written to the sidecar JSON)."""
+    if kind.describe is not None:
+        top, per_object = kind.describe(prepared)
+        info.update(top)
+        for name, d in per_object.items():
+            objects.setdefault(name, {}).update(d)
+
+
+def render_scene(scene: Scene | str | Path | dict, progress: Progress = QUIET, events: EventLog | None = None, *,
+                 allow_implausible: bool = False) -> RenderResult:
+    """Render a scene: pressure [Pa] at every listener, per source kind and object.
+
+    Parameters
+    ----------
+    scene : Scene, str, Path or dict
+        The scene, or a scene TOML file / dict (read with :func:`~impactsound.scene.load_scene`).
+    progress : Progress
+        Progress reporting (the CLI's bars); silent by default.
+    events : EventLog, optional
+        Contact events to render instead of the scene's (dynamics or its event log); checked against the scene
+        and completed as a scene's event log is (:func:`checked_events`).
+    allow_implausible : bool
+        Render a user event log that fails the plausibility checks (warnings instead of an error; see
+        :func:`scene_events`).
+
+    Returns
+    -------
+    RenderResult
+        The mix (listeners x samples, pascals), stems per source kind and object, the events rendered and what
+        each object got (``info["objects"]``).
+
+    Every source kind in ``scene.sources`` (sources/registry.py) prepares its assets, then renders the events;
+    all share one contact stage per event batch (contact/stage.py). The stems add into the mix.
+    """
+    scene, kinds, events, ctx = prepare_render(scene, progress, events, allow_implausible=allow_implausible)
+    n = ctx.n_samples
+    listeners = ctx.listeners
     stems: dict[str, dict[str, np.ndarray]] = {}
     info: dict = {"sources": list(scene.sources), "quality": getattr(scene, "quality", "default")}
     objects: dict = {b.name: {} for b in scene.bodies}
     for kind in kinds:
         prepared = kind.prepare(scene, progress)
         stems[kind.name] = kind.render(prepared, ctx)
-        if kind.describe is not None:
-            # what each object got, so that nothing is dropped without a word (also written to the sidecar JSON)
-            top, per_object = kind.describe(prepared)
-            info.update(top)
-            for name, d in per_object.items():
-                objects.setdefault(name, {}).update(d)
+        describe_into(kind, prepared, info, objects)
     info["objects"] = objects
     mix = mix_stems(stems, len(listeners), n)
     log.info("rendered %s: %d events, peak %.3g Pa", scene.path, len(events), float(np.abs(mix).max()) if n else 0.)

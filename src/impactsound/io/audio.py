@@ -68,6 +68,82 @@ def loudness_lufs(x: np.ndarray, sample_rate: int) -> float:
     return v if np.isfinite(v) else -np.inf
 
 
+class LoudnessMeter:
+    """Integrated loudness (ITU-R BS.1770-4) of a signal fed in pieces, in full-scale units [LUFS]: the same
+    measure as :func:`loudness_lufs` (pyloudnorm's K-weighting filters and its block layout: 400 ms blocks every
+    100 ms, channel weights 1, 1, 1, 1.41, 1.41, the -70 LUFS absolute and -10 LU relative gates) with memory
+    that does not grow with the length: the K-weighting runs with carried filter state and each 100 ms hop keeps
+    only its mean square.
+
+    Use: ``m = LoudnessMeter(fs, channels)``; ``m.feed(x)`` for each (channels, k) piece; ``m.result()``.
+    """
+
+    BLOCK_S, STEP = 0.4, 0.25
+
+    def __init__(self, sample_rate: int, channels: int):
+        from pyloudnorm.iirfilter import IIRfilter
+        from scipy.signal import tf2sos
+        self.fs = int(sample_rate)
+        # K-weighting: a high shelf (+4 dB above ~1.5 kHz, the head) and a high pass (~38 Hz, RLB), BS.1770-4 Annex 1
+        shelf = IIRfilter(4.0, 1 / np.sqrt(2), 1500.0, self.fs, "high_shelf")
+        hp = IIRfilter(0.0, 0.5, 38.0, self.fs, "high_pass")
+        self.sos = np.vstack([tf2sos(shelf.b, shelf.a), tf2sos(hp.b, hp.a)])
+        self.zi = np.zeros((int(channels), self.sos.shape[0], 2))
+        self.n = 0
+        self.hop_sums: list[np.ndarray] = []      # per 100 ms hop: sum of squares per channel
+        self._cur = np.zeros(int(channels))
+
+    def _edge(self, k: int) -> int:
+        # sample where hop k starts (pyloudnorm's int(T_g (j step) fs))
+        return int(self.BLOCK_S * (k * self.STEP) * self.fs)
+
+    def feed(self, x: np.ndarray) -> None:
+        from scipy.signal import sosfilt
+        x = np.atleast_2d(np.asarray(x, np.float64))
+        if not x.shape[1]:
+            return
+        y = np.empty_like(x)
+        for c in range(x.shape[0]):
+            y[c], self.zi[c] = sosfilt(self.sos, x[c], zi=self.zi[c])
+        a = self.n
+        self.n += x.shape[1]
+        while a < self.n:
+            k = len(self.hop_sums)
+            end = self._edge(k + 1)
+            b = min(end, self.n)
+            self._cur += np.sum(y[:, a - (self.n - x.shape[1]):b - (self.n - x.shape[1])] ** 2, axis=1)
+            if b == end:
+                self.hop_sums.append(self._cur)
+                self._cur = np.zeros_like(self._cur)
+            a = b
+
+    def result(self) -> float:
+        """Integrated loudness [LUFS]; -inf for silence. An :class:`InputError` below one 400 ms block."""
+        if self.n < int(np.ceil(_LUFS_MIN_S * self.fs)):
+            raise InputError(f"loudness normalisation needs at least {_LUFS_MIN_S} s of audio (one BS.1770 block), "
+                             f"got {self.n / self.fs:.3g} s; lengthen the scene or use normalise = 'peak'")
+        T = self.n / self.fs
+        nb = int(np.round((T - self.BLOCK_S) / (self.BLOCK_S * self.STEP))) + 1
+        hops = np.array(self.hop_sums + [self._cur])                       # (hops, channels)
+        per = int(round(1 / self.STEP))
+        need = nb + per - 1
+        if len(hops) < need:
+            hops = np.vstack([hops, np.zeros((need - len(hops), hops.shape[1]))])
+        z = sum(hops[j:j + nb] for j in range(per)) / (self.BLOCK_S * self.fs)   # (blocks, channels)
+        G = np.array([1.0, 1.0, 1.0, 1.41, 1.41])[:z.shape[1]]
+        with np.errstate(divide="ignore"):
+            lj = -0.691 + 10 * np.log10(z @ G)
+            gated = lj >= -70.0
+            if not gated.any():
+                return -np.inf
+            rel = -0.691 + 10 * np.log10(z[gated].mean(axis=0) @ G) - 10.0
+            keep = gated & (lj > rel)
+            if not keep.any():
+                return -np.inf
+            v = float(-0.691 + 10 * np.log10(z[keep].mean(axis=0) @ G))
+        return v if np.isfinite(v) else -np.inf
+
+
 def output_gain(mix: np.ndarray, sample_rate: int, normalise: str | bool = "peak", *,
                 lufs_target: float = DEFAULT_LUFS, full_scale_pa: float | None = None) -> tuple[float, dict]:
     """The gain [1/Pa] that the output gets, and what to record about it in the sidecar.
@@ -206,9 +282,46 @@ def write_wav(path: str | Path, pressure_pa: np.ndarray, sample_rate: int, gain:
     else:
         sf.write(str(path), data, sample_rate, subtype="FLOAT")
         _zero_peak_timestamp(path)
-    meta = {"sample_rate_hz": int(sample_rate), "channels": int(x.shape[0]), "samples": int(x.shape[1]),
-            "pascals_per_unit": 1.0 / gain, "peak_pa": float(np.max(np.abs(pressure_pa))) if x.size else 0.0,
+    _write_sidecar(path, sample_rate, x.shape[0], x.shape[1], gain,
+                   float(np.max(np.abs(pressure_pa))) if x.size else 0.0, sidecar)
+    return path
+
+
+def _write_sidecar(path: Path, sample_rate: int, channels: int, samples: int, gain: float, peak_pa: float,
+                   sidecar: dict | None) -> None:
+    meta = {"sample_rate_hz": int(sample_rate), "channels": int(channels), "samples": int(samples),
+            "pascals_per_unit": 1.0 / gain, "peak_pa": float(peak_pa),
             "units": "pressure_pa = sample * pascals_per_unit"}
     meta.update(sidecar or {})
     Path(str(path) + ".json").write_text(json.dumps(meta, indent=2, sort_keys=True))
+
+
+def write_wav_chunks(path: str | Path, chunks, channels: int, sample_rate: int, gain: float = 1.0,
+                     sidecar: dict | None = None) -> Path:
+    """:func:`write_wav` for a signal given in pieces: ``chunks`` yields (channels, k) pressure [Pa] blocks in
+    order, so that no more than one block is in memory. The file and sidecar are those :func:`write_wav` writes
+    for the whole signal (the same bytes)."""
+    import soundfile as sf
+
+    path = Path(path)
+    if path.suffix.lower() not in (".wav", ".flac"):
+        raise InputError(f"{path}: output must end in .wav or .flac")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    flac = path.suffix.lower() == ".flac"
+    n, peak = 0, 0.0
+    with sf.SoundFile(str(path), "w", int(sample_rate), int(channels), subtype="PCM_24" if flac else "FLOAT") as f:
+        for p in chunks:
+            p = np.atleast_2d(np.asarray(p, np.float64))
+            if not p.size:
+                continue
+            x = p * gain
+            if not np.all(np.isfinite(x)):
+                raise InputError(f"{path}: refusing to write non-finite samples (a NaN in the render; report a bug)")
+            data = x.T.astype(np.float32)
+            f.write(np.clip(data, -1, 1) if flac else data)
+            n += p.shape[1]
+            peak = max(peak, float(np.max(np.abs(p))))
+    if not flac:
+        _zero_peak_timestamp(path)
+    _write_sidecar(path, sample_rate, channels, n, gain, peak, sidecar)
     return path

@@ -15,7 +15,9 @@ time):
    at its t0). This is exact for bodies at rest between impacts and introduces no clicks from pose switches; a
    body that moves or spins far while one impact's ringing is still audible keeps that impact's radiation.
 5. Synthesis: exact complex one-pole stepping with the half-sine closed form (sources/modal_kernel.py); a mode is
-   dropped from the update once 100 dB (``mode_cutoff_db``) below its peak.
+   dropped from the update once 120 dB (``mode_cutoff_db``) below its level after the last impact (deep enough
+   that a streaming render, whose time blocks each stop after their own last impact, stays within 1e-6 of the
+   peak of a whole render; streaming.py).
 
 The source kind ``modal`` (registered at the end of this module) prepares the models (FEM modal analysis, cached
 by content hash) and their radiation (``[source.modal] transfer``), and renders with :class:`ModalSource`.
@@ -42,6 +44,10 @@ from .registry import SourceKind, register
 #: highest synthesised modal frequency [Hz] (the top of hearing; f_max = min(20 kHz, 0.45 f_s))
 F_MAX_HZ = 20000.0
 NYQUIST_FRACTION = 0.9
+#: a mode stops ringing (is no longer updated) this many dB below its level after the last impact [dB]
+MODE_CUTOFF_DB = 120.0
+#: the longest Hertz contact a span allows for [s] (contacts last microseconds to a few milliseconds)
+CONTACT_MAX_S = 0.05
 _EVENT_BLOCK = 4096
 
 
@@ -63,7 +69,7 @@ class ModalSource:
 
     kind = "modal"
 
-    def __init__(self, bodies, models, ground, air, *, mode_cutoff_db: float | None = 100.0,
+    def __init__(self, bodies, models, ground, air, *, mode_cutoff_db: float | None = MODE_CUTOFF_DB,
                  n_threads: int | None = None, transfers: dict | None = None, ears=None, motion: dict | None = None,
                  listeners=None, follow: bool = True, resting: dict | None = None):
         self.bodies = list(bodies)
@@ -659,8 +665,27 @@ def describe(prep: ModalPrepared) -> tuple[dict, dict]:
     return {"modes": modes, "radiation": prep.radiation}, objects
 
 
+def span(prep: ModalPrepared, ctx) -> tuple[float, float] | None:
+    """(lead, tail) [s] of one event's modal sound (streaming.py): a ring lasts until its slowest audible mode
+    has decayed by MODE_CUTOFF_DB, t = ln(10^(dB/20)) / (xi w) (resting contact damping only shortens it), after
+    a contact of at most CONTACT_MAX_S. None when an audible mode is undamped (its ring never ends)."""
+    fs = float(ctx.sample_rate)
+    T = 0.0
+    for model in prep.models.values():
+        f = np.asarray(model.frequencies_hz, np.float64)
+        xi = np.asarray(model.xi, np.float64)
+        keep = (f > 0) & (f < min(F_MAX_HZ, NYQUIST_FRACTION * fs / 2)) & (xi < 1)
+        if not keep.any():
+            continue
+        sigma = xi[keep] * 2 * np.pi * f[keep]
+        if not np.all(sigma > 0):
+            return None
+        T = max(T, float(np.log(10.0 ** (MODE_CUTOFF_DB / 20.0)) / sigma.min()))
+    return 0.0, T + CONTACT_MAX_S
+
+
 SOURCE = register(SourceKind(
-    name="modal", options=ModalOptions, prepare=prepare, render=render, describe=describe,
+    name="modal", options=ModalOptions, prepare=prepare, render=render, describe=describe, span=span,
     summary="vibration of each body's linear modes (FEM), struck by Hertz impacts, radiated by FFAT maps"))
 
 

@@ -12,6 +12,10 @@ A source kind declares
   the events in the :class:`RenderContext`;
 - ``rigid_events`` (default True): whether it renders the rigid bodies' contact events; a scene whose kinds
   all say False (granular sources only) skips the rigid-body dynamics;
+- ``span(prepared, ctx)`` (optional): (lead, tail) [s], how long before an event's time and after it (not
+  counting the propagation delay) the kind's sound of that event can last, or None when it cannot say (its sound
+  need not end, or one event's sound depends on the others'). A kind with a span is rendered in time blocks by a
+  streaming render (streaming.py); one without renders the whole scene at once;
 - ``describe(prepared)`` (optional): ``(info, objects)``: scene-level entries for the render's sidecar and
   ``{object name: {key: value}}`` saying what each object got (so that no object is dropped without a word).
 
@@ -86,6 +90,7 @@ class RenderContext:
     _stages: dict = field(default_factory=dict, repr=False)
     motion: dict = field(default_factory=dict)
     resting: dict = field(default_factory=dict)      # {body index: [Rest]} (dynamics/resting.py)
+    whole: Any = None        # a block of a streaming render (streaming.py): the whole scene's context, else None
 
     @property
     def listeners_move(self) -> bool:
@@ -154,6 +159,7 @@ class SourceKind:
     options: type[BaseModel] = NoOptions
     describe: Callable[[Any], tuple[dict, dict]] | None = None
     summary: str = ""
+    span: Callable[[Any, RenderContext], tuple[float, float] | None] | None = None
     origin: str = "impactsound"
     rigid_events: bool = True
 

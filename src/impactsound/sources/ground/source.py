@@ -172,7 +172,8 @@ def render(prep: GroundPrepared, ctx) -> dict:
     for l, h in enumerate(heights):
         rho = np.hypot(xy[:, 0] - ctx.listeners[l, 0], xy[:, 1] - ctx.listeners[l, 1])
         bank = response_bank(prep.half_space, float(h), c_a=scene.air.c, rho_a=scene.air.rho,
-                             sample_rate=ctx.sample_rate, max_offset=float(rho.max()), cache=opts.cache)
+                             sample_rate=ctx.sample_rate, max_offset=_max_offset(ctx, l, z0, float(rho.max())),
+                             cache=opts.cache)
         with ctx.progress.stage(f"ground response bank (listener height {h:.3g} m)") as update:
             bank.ensure(rho, progress=update)
         with ctx.progress.stage("ground sound synthesis"):
@@ -256,6 +257,39 @@ def describe(prep: GroundPrepared) -> tuple[dict, dict]:
                        "c_s_m_s": round(g.c_s, 3), "c_R_m_s": round(g.c_R, 3), "half_space_fit": prep.fit}}, {}
 
 
+def _max_offset(ctx, l: int, z0: float, here: float) -> float:
+    """The largest horizontal offset of listener l's bank: of the whole scene's floor impacts when ctx is a block
+    of a streaming render, so that every block uses the bank (and block length) of the whole render."""
+    if ctx.whole is None:
+        return here
+    ev = ctx.whole.events
+    rows, _ = ground_events(ev, z0)
+    if len(rows) == 0:
+        return here
+    return max(here, float(np.hypot(ev.point[rows, 0] - ctx.listeners[l, 0], ev.point[rows, 1] - ctx.listeners[l, 1]).max()))
+
+
+def span(prep: GroundPrepared, ctx) -> tuple[float, float]:
+    """(lead, tail) [s] of one floor impact's sound (streaming.py): the response bank's block (bank_n_fft: the
+    latest arrival from the radiating plane, PRE_SAMPLES before the first) for the scene's largest offset and
+    listener height, after a contact of at most 50 ms."""
+    if prep.half_space is None:
+        return 0.0, 0.0
+    from .bank import PRE_SAMPLES, bank_n_fft
+    scene = ctx.scene
+    z0 = float(scene.ground.height)
+    pts = [np.atleast_2d(ctx.listeners)] + [np.asarray(l.trajectory.position).reshape(-1, 3)
+                                            for l in scene.listeners if getattr(l, "trajectory", None) is not None]
+    P = np.vstack(pts)
+    ev = ctx.events
+    rows, _ = ground_events(ev, z0)
+    xy = ev.point[rows, :2] if len(rows) else P[:1, :2]
+    off = float(np.linalg.norm(np.r_[np.ptp(np.vstack([xy, P[:, :2]]), axis=0)]))
+    h = max(float(P[:, 2].max()) - z0, 1e-3)
+    n_fft = bank_n_fft(prep.half_space, h, float(np.ceil(off + 1.0)), float(scene.air.c), int(ctx.sample_rate))
+    return (2 * PRE_SAMPLES) / ctx.sample_rate + 0.01, n_fft / ctx.sample_rate + 0.05
+
+
 SOURCE = register(SourceKind(
-    name="ground", options=GroundOptions, prepare=prepare, render=render, describe=describe,
+    name="ground", options=GroundOptions, prepare=prepare, render=render, describe=describe, span=span,
     summary="the floor's own sound under each impact (elastic half-space, Lamb's problem, Rayleigh integral)"))

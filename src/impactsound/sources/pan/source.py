@@ -549,7 +549,19 @@ def describe(prep: PANPrepared) -> tuple[dict, dict]:
     return {"acceleration_noise": sorted(prep.models)}, objects
 
 
+def span(prep: PANPrepared, ctx) -> tuple[float, float]:
+    """(lead, tail) [s] of one event's acceleration noise (streaming.py): the fields' coefficient window
+    [tau0, tau0 + N dt_q] around the pulse centre, widened by ten pulse time scales and a contact of at most 50 ms
+    (the pulses of one contact follow each other over its duration, sources/pan/pulse.py)."""
+    lead, tail = 0.0, 0.0
+    for name in prep.fields:
+        f = prep.fields[name]
+        lead = max(lead, -f.tau0 + 10 * f.h)
+        tail = max(tail, f.tau0 + f.q.shape[-1] * f.dt_q + 10 * f.h)
+    return lead + 0.01, tail + 0.05
+
+
 SOURCE = register(SourceKind(
-    name="acceleration_noise", options=PANOptions, prepare=prepare, render=render, describe=describe,
+    name="acceleration_noise", options=PANOptions, prepare=prepare, render=render, describe=describe, span=span,
     summary="the click of each impact's rigid-body accelerations, from precomputed PAN fields (own or the proxy "
             "soundbank's)"))
