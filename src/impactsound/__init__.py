@@ -19,7 +19,8 @@ Table of contents (pipeline order):
   ``shell = {...}`` table; docs/shells.md)
 - transfer: :func:`transfer_model` (FFAT maps from FDTD or BEM, cached; ``impactsound.transfer``), compact
   radiation (``transfer.low_order``)
-- pipeline: :func:`render_scene` -> :class:`RenderResult` (``.save`` writes WAV, stems and a spectrogram)
+- pipeline: :func:`render_scene` -> :class:`RenderResult` (``.save`` writes WAV, stems and a spectrogram);
+  :func:`render_to_file` renders in time blocks straight to those files (memory bounded by a block, any length)
 - io: WAV + sidecar (``impactsound.io.audio``), spectrogram PNG (``impactsound.io.plot``), runtime export of a
   modal bank as JSON or Faust (``impactsound.io.export``)
 - assets: one HDF5 format for every precomputed thing (``impactsound.assets``)
@@ -41,6 +42,7 @@ from .fem.model import ModalModel
 from .materials import Material, get_material, ground_fit, make_material, material_table
 from .pipeline import RenderResult, render_scene
 from .scene import Air, Scene, load_scene
+from .streaming import StreamedRender, render_to_file
 from .sources.base import Source
 from .sources.modal import strike, transfer_model
 from .sources.registry import SourceKind, register
@@ -48,5 +50,5 @@ from .sources.registry import available as available_sources
 
 __all__ = ["Air", "ContactStage", "EventLog", "ImpactSoundError", "Material", "ModalModel", "RawContacts", "RenderResult",
            "Scene", "Source", "SourceKind", "available_sources", "clean_contacts", "contact_stage", "get_material", "ground_fit",
-           "load_scene", "make_material", "material_table", "modal_analysis", "register", "render_scene", "strike",
-           "transfer_model"]
+           "load_scene", "make_material", "material_table", "modal_analysis", "register", "render_scene",
+           "render_to_file", "strike", "StreamedRender", "transfer_model"]

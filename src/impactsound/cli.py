@@ -156,9 +156,10 @@ def demo(obj: _Ctx, out_dir: Path, which: str):
     else:
         scene = load_scene(demo_scene_path())
         name, title = "demo", "impactsound demo: bowl, bar, block, ball and die dropped on a wooden floor"
-    result = render_scene(scene, obj.progress)
-    paths = result.save(out_dir / f"{name}.wav", png=out_dir / f"{name}.png", title=title)
-    for p in paths:
+    from .streaming import render_to_file
+    res = render_to_file(scene, out_dir / f"{name}.wav", png=out_dir / f"{name}.png", title=title,
+                         progress=obj.progress)
+    for p in res.files:
         click.echo(str(p))
 
 
@@ -181,19 +182,24 @@ def demo(obj: _Ctx, out_dir: Path, which: str):
                    "--lufs-target) or none (the WAV holds pascals). OUT.json keeps pascals_per_unit either way.")
 @click.option("--lufs-target", type=float, default=-23.0, show_default=True,
               help="Loudness target [LUFS] for --normalise lufs (EBU R128: -23).")
+@click.option("--block", "block_s", type=float, default=10.0, show_default=True,
+              help="Render the events this many seconds [s] at a time and write the output as it completes "
+                   "(memory follows one block, not the scene's length; the samples are those of a whole render "
+                   "within 1e-6 of the peak).")
 @click.pass_obj
 def render(obj: _Ctx, scene_file: Path, out: Path, png: Path | None, stems: Path | None, allow_implausible: bool,
-           preview: bool, normalise: str, lufs_target: float):
+           preview: bool, normalise: str, lufs_target: float, block_s: float):
     """Render SCENE_FILE (TOML, see docs/scene-format.md) to a WAV (pascals recoverable via OUT.json)."""
-    from .pipeline import render_scene
     from .scene import load_scene
+    from .streaming import render_to_file
     scene = load_scene(scene_file)
     if preview:
         scene.quality = "preview"
     with _event_log_warnings():
-        result = render_scene(scene, obj.progress, allow_implausible=allow_implausible)
-    for p in result.save(out, stems=stems, png=png, title=str(scene_file), normalise=normalise,
-                         lufs_target=lufs_target):
+        res = render_to_file(scene, out, stems=stems, png=png, title=str(scene_file), normalise=normalise,
+                             lufs_target=lufs_target, progress=obj.progress, allow_implausible=allow_implausible,
+                             block_s=block_s)
+    for p in res.files:
         click.echo(str(p))
 
 

@@ -7,9 +7,9 @@ import numpy as np
 
 
 #: signals longer than this [samples] are drawn from pieces: an envelope and time-averaged spectrogram columns
-LONG_SAMPLES = 1 << 22
-#: at most this many spectrogram columns (more than a figure's pixels); longer signals average adjacent frames
-MAX_COLUMNS = 4000
+LONG_SAMPLES = 1 << 20
+#: at most this many spectrogram columns (about the figure's width in pixels); longer signals average adjacent frames
+MAX_COLUMNS = 1200
 
 
 def _envelope(x, fs: float, bins: int = 4000):

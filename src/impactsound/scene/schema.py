@@ -460,8 +460,12 @@ def parse_scene(data: dict, base: Path = Path("."), src: str = "<scene>") -> Sce
     s = sf.scene
     if not (math.isfinite(s.duration) and s.duration > 0):
         raise InputError(f"{src}: scene.duration = {s.duration} s must be positive")
-    if s.duration > 600:
-        raise InputError(f"{src}: scene.duration = {s.duration} s is over the 600 s limit; split the scene")
+    if s.duration > MAX_DURATION_S:
+        # rendering streams in time blocks (memory bounded by a block), but the rigid-body engine keeps a pose
+        # record of every body at 1 kHz (56 kB per body per scene second) and runs at ~10x real time per body:
+        # a day-long duration is a typo more often than a plan
+        raise InputError(f"{src}: scene.duration = {s.duration} s is over the {MAX_DURATION_S:g} s limit (one "
+                         "hour); split the scene, or check the units (seconds)")
     if s.sample_rate < 8000:
         raise InputError(f"{src}: scene.sample_rate = {s.sample_rate} Hz is below 8000 Hz; use 48000")
     if s.sample_rate > 384000:
@@ -646,6 +650,10 @@ def read_toml(path: str | Path, what: str = "file") -> dict:
         raise InputError(f"{path}: not valid TOML ({exc})") from None
     except UnicodeDecodeError:
         raise InputError(f"{path}: not a text file") from None
+
+
+#: longest scene [s] (see the check in load_scene)
+MAX_DURATION_S = 3600.0
 
 
 def demo_scene_path() -> Path:
