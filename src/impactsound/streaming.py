@@ -46,6 +46,8 @@ log = logging.getLogger("impactsound")
 BLOCK_S = 10.0
 #: samples read or written per piece when the WAVs are written from the spools
 PIECE = 1 << 18
+#: a block renders its objects in groups whose outputs fit in this many bytes [B]
+GROUP_BYTES = 256 << 20
 
 
 @dataclass
@@ -113,11 +115,33 @@ class _Spool:
                 x = np.fromfile(f, np.float64, k * self.channels).reshape(k, self.channels).T
                 yield x * scale if scale != 1.0 else x
 
-    def memmap(self) -> np.ndarray:
-        """The signal as a read-only (n, channels) memory map (pages are read as they are touched)."""
-        if self.n == 0:
-            return np.zeros((0, self.channels))
-        return np.memmap(self.path, np.float64, "r", shape=(self.n, self.channels))
+    def channel(self, c: int) -> "_SpoolChannel":
+        """Channel c as a read-on-demand 1-D array (slices read from the file; nothing stays mapped)."""
+        return _SpoolChannel(self, c)
+
+
+class _SpoolChannel:
+    """One channel of a spool, read a slice at a time (what the picture of a long render needs)."""
+
+    ndim = 1
+
+    def __init__(self, spool: _Spool, c: int):
+        self.spool, self.c = spool, int(c)
+        self.shape = (spool.n,)
+
+    def __getitem__(self, sl: slice) -> np.ndarray:
+        a, b, step = sl.indices(self.spool.n)
+        if step != 1:
+            raise IndexError("only contiguous slices")
+        k = max(0, b - a)
+        with open(self.spool.path, "rb") as f:
+            f.seek(a * self.spool.channels * 8)
+            x = np.fromfile(f, np.float64, k * self.spool.channels)
+        return x.reshape(k, self.spool.channels)[:, self.c]
+
+    def __array__(self, dtype=None, copy=None):
+        x = self[0:self.spool.n]
+        return x if dtype is None else x.astype(dtype)
 
 
 class _Accumulator:
@@ -270,11 +294,11 @@ def render_to_file(scene, path, *, stems=None, png=None, title: str = "", normal
     spans = [kind.span(prep, ctx) if kind.span is not None else None for kind, prep in zip(kinds, prepared)]
     streamed = [s is not None and all(math.isfinite(v) for v in s) for s in spans]
     lead = max([s[0] for s, ok in zip(spans, streamed) if ok] + [0.0])
-    tail = max([s[1] for s, ok in zip(spans, streamed) if ok] + [0.0]) + D
     lead_n = -(-int(math.ceil(lead * fs)) // H) * H
-    tail_n = int(math.ceil(tail * fs)) + 1
+    # each kind renders [block start - lead, block end + its own tail + the propagation delay]
+    tail_n = [int(math.ceil((s[1] + D) * fs)) + 1 if ok else 0 for s, ok in zip(spans, streamed)]
     nblocks = max(1, -(-n // B))
-    cap = min(n, lead_n + B + tail_n) if n else 0
+    cap = min(n, lead_n + B + max(tail_n + [0])) if n else 0
 
     spool_dir = Path(tempfile.mkdtemp(prefix=f".{path.stem}-", dir=path.parent if path.parent.exists() else None))
     try:
@@ -288,20 +312,22 @@ def render_to_file(scene, path, *, stems=None, png=None, title: str = "", normal
                 progress.message(f"{kind.name}: rendered for the whole scene at once ({why})")
                 for name, y in kind.render(prep, ctx).items():
                     whole[(kind.name, name)] = y
-        names = {}
 
         def acc_of(key):
             if key not in stem_acc:
                 stem_acc[key] = _Accumulator(_Spool(spool_dir / f"{len(stem_acc)}.f64", L), cap, a0=mix.a0)
-                names[key] = key
             return stem_acc[key]
 
         if keep_stems:
-            for key in sorted(whole):
-                acc_of(key)
-            for kind in kinds:
+            # every stem a whole render writes, silent ones too: the objects each kind renders, asked with no events
+            empty = block_context(ctx, np.zeros(len(events), bool), 0, 0)
+            for kind, prep, ok in zip(kinds, prepared, streamed):
                 acc_of((kind.name, ""))
+                for name in (kind.render(prep, empty) if ok else {k[1]: 0 for k in whole if k[0] == kind.name}):
+                    acc_of((kind.name, name))
         t_ev = np.asarray(events.t)
+        ids = np.r_[np.asarray(events.a), np.asarray(events.b)]
+        body_names = [b.name for b in scene.bodies]
         with progress.stage(f"rendering {nblocks} block{'s' if nblocks > 1 else ''} of {B / fs:g} s") as update:
             for b in range(nblocks):
                 s0, s1 = b * B, min(n, (b + 1) * B)
@@ -310,21 +336,29 @@ def render_to_file(scene, path, *, stems=None, png=None, title: str = "", normal
                 if b == 0:
                     mask |= t_ev < 0
                 w0 = max(0, s0 - lead_n)
-                w1 = min(n, s1 + tail_n)
-                if mask.any() and w1 > w0:
-                    bctx = block_context(ctx, mask, w0, w1 - w0)
-                    outs = {}
-                    for kind, prep, ok in zip(kinds, prepared, streamed):
-                        if ok:
-                            for name, y in kind.render(prep, bctx).items():
-                                outs[(kind.name, name)] = y
-                    for key in sorted(outs):
-                        y = outs[key]
-                        mix.add(w0, y)
-                        if keep_stems:
-                            acc_of(key).add(w0, y)
-                            acc_of((key[0], "")).add(w0, y)
-                    del outs, bctx
+                if mask.any() and n > w0:
+                    bctx = block_context(ctx, mask, w0, n - w0)
+                    # the objects these events touch, a group at a time: memory follows the group, not the pile
+                    touched = np.unique(ids[np.r_[mask, mask]])
+                    active = [body_names[i] for i in touched if i >= 0]
+                    for kind, prep, ok, tn in zip(kinds, prepared, streamed, tail_n):
+                        if not ok or not active:
+                            continue
+                        m = min(n, s1 + tn) - w0
+                        group = max(1, int(GROUP_BYTES // max(1, m * L * 8)))
+                        for g in range(0, len(active), group):
+                            only = frozenset(active[g:g + group])
+                            outs = kind.render(prep, dataclasses.replace(bctx, n_samples=m, only=only))
+                            for name in sorted(outs):
+                                if name not in only:
+                                    continue              # a kind that renders every object: once per object
+                                y = outs[name]
+                                mix.add(w0, y)
+                                if keep_stems:
+                                    acc_of((kind.name, name)).add(w0, y)
+                                    acc_of((kind.name, "")).add(w0, y)
+                            del outs
+                    del bctx
                 # samples before the next block's window are final
                 upto = n if last else min(n, max(mix.a0, (b + 1) * B - lead_n))
                 _flush_all(mix, stem_acc, whole, upto, keep_stems)
@@ -360,9 +394,7 @@ def render_to_file(scene, path, *, stems=None, png=None, title: str = "", normal
         files = [path]
         if png is not None:
             from .io.plot import spectrogram_png
-            mm = mix.spool.memmap()
-            spectrogram_png(Path(png), mm[:, 0] if mm.shape[0] else np.zeros(0), fs, title or path.stem, events.t)
-            del mm
+            spectrogram_png(Path(png), mix.spool.channel(0), fs, title or path.stem, events.t)
             files.append(Path(png))
         sidecar = {"sample_rate_hz": fs, "channels": L, "samples": n, "pascals_per_unit": 1.0 / gain,
                    "peak_pa": peak, **side}

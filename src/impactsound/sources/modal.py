@@ -116,9 +116,9 @@ class ModalSource:
         return self._moments[name]
 
     # ---- Source interface ----------------------------------------------------------------------------------
-    def render(self, events: EventLog, listeners, sample_rate, duration, *, contacts: ContactStage | None = None
-               ) -> dict[str, np.ndarray]:
-        """Pressure at the listeners of every body with a model.
+    def render(self, events: EventLog, listeners, sample_rate, duration, *, contacts: ContactStage | None = None,
+               only=None) -> dict[str, np.ndarray]:
+        """Pressure at the listeners of every body with a model (of those named in ``only``, when given).
 
         Parameters
         ----------
@@ -143,7 +143,7 @@ class ModalSource:
         out: dict[str, np.ndarray] = {}
         for i, body in enumerate(self.bodies):
             model = self.models.get(body.name)
-            if model is None:
+            if model is None or (only is not None and body.name not in only):
                 continue
             y = np.zeros((len(L_w), n_samples))
             out[body.name] = y
@@ -422,6 +422,7 @@ class ModalPrepared:
     transfers: dict
     radiation: dict
     notes: dict = None          # {body name: why it has no solid modal model here} (thin shells)
+    surfaces: dict = None       # {body name: SurfaceCurvature}, filled by the first render (shared by the blocks)
 
 
 def body_clamp(body):
@@ -649,10 +650,13 @@ def render(prep: ModalPrepared, ctx) -> dict:
                       ears=ctx.ears, motion=ctx.motion, listeners=ctx.scene.listeners,
                       follow=getattr(opt, "radiation", "follow") == "follow",
                       resting=ctx.resting if getattr(opt, "resting_damping", True) else None)
+    if prep.surfaces is None:
+        prep.surfaces = {}
+    src._surface = prep.surfaces                 # measured once per render, whatever the number of blocks
     ctx.set_surfaces("model", src.surfaces())
     with ctx.progress.stage("modal synthesis"):
         return src.render(ctx.events, ctx.listeners, ctx.sample_rate, ctx.duration,
-                          contacts=ctx.contacts("model"))
+                          contacts=ctx.contacts("model"), only=ctx.only)
 
 
 def describe(prep: ModalPrepared) -> tuple[dict, dict]:

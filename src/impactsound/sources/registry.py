@@ -15,7 +15,8 @@ A source kind declares
 - ``span(prepared, ctx)`` (optional): (lead, tail) [s], how long before an event's time and after it (not
   counting the propagation delay) the kind's sound of that event can last, or None when it cannot say (its sound
   need not end, or one event's sound depends on the others'). A kind with a span is rendered in time blocks by a
-  streaming render (streaming.py); one without renders the whole scene at once;
+  streaming render (streaming.py), and should then render only the objects named in ``ctx.only`` when that is
+  set (others are dropped unheard); one without renders the whole scene at once;
 - ``describe(prepared)`` (optional): ``(info, objects)``: scene-level entries for the render's sidecar and
   ``{object name: {key: value}}`` saying what each object got (so that no object is dropped without a word).
 
@@ -91,6 +92,8 @@ class RenderContext:
     motion: dict = field(default_factory=dict)
     resting: dict = field(default_factory=dict)      # {body index: [Rest]} (dynamics/resting.py)
     whole: Any = None        # a block of a streaming render (streaming.py): the whole scene's context, else None
+    only: Any = None         # frozenset of the object names whose sound is asked (a streaming render renders a
+    #                          block's objects a group at a time); None: every object
 
     @property
     def listeners_move(self) -> bool:

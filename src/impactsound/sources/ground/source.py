@@ -150,7 +150,8 @@ def render(prep: GroundPrepared, ctx) -> dict:
     """
     scene = ctx.scene
     bodies = scene.bodies
-    out = {b.name: np.zeros((len(ctx.listeners), ctx.n_samples)) for b in bodies}
+    out = {b.name: np.zeros((len(ctx.listeners), ctx.n_samples)) for b in bodies
+           if ctx.only is None or b.name in ctx.only}
     if prep.half_space is None:
         return out
     opts = scene.options["ground"]
@@ -178,6 +179,8 @@ def render(prep: GroundPrepared, ctx) -> dict:
             bank.ensure(rho, progress=update)
         with ctx.progress.stage("ground sound synthesis"):
             for i in np.unique(body_of):
+                if bodies[int(i)].name not in out:
+                    continue
                 sel = body_of == i
                 out[bodies[int(i)].name][l] = bank.render(t_m[sel], J[sel], eps[sel], rho[sel], ctx.n_samples,
                                                           kernel=opts.kernel)
@@ -232,6 +235,8 @@ def _render_moving_listeners(prep, ctx, out) -> dict:
             with ctx.progress.stage(f"ground response bank (listener height {h:.3g} m)") as update:
                 bank.ensure(rho[at], progress=update)
             for i in np.unique(body_of[at]):
+                if bodies[int(i)].name not in out:
+                    continue
                 sel = at & (body_of == i)
                 out[bodies[int(i)].name][l] += bank.render(t_m[sel], J[sel], eps[sel], rho[sel], ctx.n_samples,
                                                            kernel=opts.kernel)

@@ -187,7 +187,7 @@ class PANSource:
         return rows, bc.tau, np.concatenate([a_amp, al_amp], axis=1), R, pos
 
     def render(self, events: EventLog, listeners, sample_rate, duration, *, contacts: ContactStage | None = None,
-               heard=None) -> dict[str, np.ndarray]:
+               heard=None, only=None) -> dict[str, np.ndarray]:
         """Acceleration noise at the listeners of every body with a PAN field, as
         :meth:`ModalSource.render <impactsound.sources.modal.ModalSource.render>` (same arguments and result).
         ``heard(times, positions) -> (E, L, 3)``: where moving listeners hear events at those times and world
@@ -218,7 +218,8 @@ class PANSource:
         """
         L_w, fs, n_samples = render_arguments("PANSource.render", listeners, sample_rate, duration)
         out: dict[str, np.ndarray] = {}
-        with_field = [i for i, b in enumerate(self.bodies) if b.name in self.fields]
+        with_field = [i for i, b in enumerate(self.bodies) if b.name in self.fields
+                      and (only is None or b.name in only)]
         for i in with_field:
             touch = events.involving(i)
             for col in ("t", "point", "normal", "impulse", "vn"):
@@ -525,7 +526,7 @@ def render(prep: PANPrepared, ctx) -> dict:
     src = PANSource(ctx.scene.bodies, prep.fields, ctx.scene.ground, ctx.scene.air, frames=prep.frames)
     with ctx.progress.stage("acceleration noise synthesis"):
         return src.render(ctx.events, ctx.listeners, ctx.sample_rate, ctx.duration, contacts=ctx.contacts("mesh"),
-                          heard=ctx.listeners_heard if ctx.listeners_move else None)
+                          heard=ctx.listeners_heard if ctx.listeners_move else None, only=ctx.only)
 
 
 def describe(prep: PANPrepared) -> tuple[dict, dict]:
