@@ -3,8 +3,11 @@ import pytest
 
 @pytest.fixture(autouse=True)
 def _isolated_cache(tmp_path_factory, monkeypatch):
-    """Each test session uses its own asset cache, so tests never read a developer's cache."""
-    d = tmp_path_factory.getbasetemp() / "cache"
+    """Each test session uses its own asset cache, so tests never read a developer's cache. Parallel workers
+    (pytest -n, pytest-xdist) share one: the asset store's locks and atomic writes make each asset computed once."""
+    import os
+    base = tmp_path_factory.getbasetemp()
+    d = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "cache"
     d.mkdir(exist_ok=True)
     monkeypatch.setenv("IMPACTSOUND_CACHE", str(d))
     yield

@@ -251,3 +251,25 @@ def test_pan_source_ground_impact(field):
                       impulse=J[:1], vn=[0.8])
     with pytest.raises(InputError):
         src.render(ev_bad, listeners, fs, 3e-3)
+
+
+def test_listener_inside_the_bounding_sphere_is_left_out_with_a_warning(field):
+    """PAN fields hold outside the bounding sphere R_b only: a listener inside it gets no acceleration noise from
+    that object (a warning naming object and channel), and every other listener is rendered exactly as without
+    it; between R_b and 2 R_b (extrapolated) it is rendered with a warning."""
+    from impactsound.sources.pan.source import AccelerationNoiseNearFieldWarning
+    body, _ = _sphere_scene(field)
+    src = PANSource([body], {"ball": field}, None, Air(c=C, rho=RHO))
+    pos = np.array([0.0, 0.0, A_SPHERE])
+    ev = EventLog(t=[T0], a=[GROUND], b=[0], point=[[0.0, 0.0, 0.0]], normal=[[0, 0, 1.0]],
+                  impulse=[[0.0, 0.0, 0.004]], vn=[0.8], pos_b=[pos], quat_b=[[1.0, 0, 0, 0]])
+    R_b = field.R_b
+    listeners = np.array([pos + [0.5 * R_b, 0, 0], [0.1, 0.05, 0.2], pos + [0, 1.5 * R_b, 0]])
+    with pytest.warns(AccelerationNoiseNearFieldWarning) as rec:
+        y = src.render(ev, listeners, 1e6, 3e-3)["ball"]
+    msgs = [str(w.message) for w in rec]
+    assert any("'ball'" in m and "channel 0" in m and "within its bounding sphere" in m for m in msgs)
+    assert any("channel 2" in m and "between R_b and 2 R_b" in m for m in msgs)
+    assert np.all(y[0] == 0) and np.abs(y[2]).max() > 0
+    alone = src.render(ev, listeners[1:2], 1e6, 3e-3)["ball"][0]
+    np.testing.assert_array_equal(y[1], alone)
