@@ -183,7 +183,8 @@ def _key(name: str) -> str:
     return _ALIASES.get(key, key)
 
 
-_ALIASES = {"aluminum": "aluminium", "wood": "wood_hard", "plastic": "abs_plastic", "abs": "abs_plastic",
+_ALIASES = {"aluminum": "aluminium", "wood": "wood_hard", "hardwood_on_slab": "wood_hard", "plastic": "abs_plastic",
+            "abs": "abs_plastic",
             "stainless": "stainless_steel", "porcelain": "ceramic", "soil": "packed_soil", "board": "particle_board"}
 
 

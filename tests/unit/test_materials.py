@@ -42,3 +42,14 @@ def test_unknown_material_lists_close_names():
 def test_invalid_constants_are_rejected(kw, field):
     with pytest.raises(MaterialError, match=field):
         make_material("x", **kw)
+
+
+def test_no_two_table_materials_are_the_same_material_under_two_names():
+    # two names with one set of constants read as two materials; the same floor under another name is an alias
+    seen = {}
+    for n in material_names():
+        m = get_material(n)
+        key = (m.rho, m.E, m.nu, m.alpha, m.beta)
+        assert key not in seen, f"{n} and {seen.get(key)} have identical constants: make one an alias"
+        seen[key] = n
+    assert get_material("hardwood_on_slab").name == "wood_hard"
