@@ -214,3 +214,27 @@ def test_the_documented_scene_example_is_valid():
     assert s.options["ground"].kernel == "K4" and s.options["ground"].cache is True
     an = s.options["acceleration_noise"]
     assert (an.model, an.bank, an.bank_eps, an.bank_path) == ("auto", "standard", 0.01, None)
+
+
+def test_origin_mesh_places_the_mesh_origin(tmp_path):
+    """origin = "mesh": position and velocity are those of the mesh file's origin. A box modelled standing on its
+    origin (base centre at (0, 0, 0), top at z = 0.04) placed at the floor with origin = "mesh" has its
+    centre of mass 2 cm up; rotated, the arm rotates with it; the centre of mass moves with v + omega x arm."""
+    import trimesh
+    box = trimesh.creation.box((0.06, 0.04, 0.04))
+    box.apply_translation([0.0, 0.0, 0.02])
+    box.export(tmp_path / "box.obj")
+    base = {"scene": {"duration": 0.1}, "listener": [{"name": "m", "position": [0, -0.5, 0.3]}]}
+    obj = {"name": "b", "mesh": "box.obj", "material": "steel", "position": [0.1, 0.2, 0.0], "origin": "mesh"}
+    sc = load_scene({**base, "object": [obj]}, base=tmp_path)
+    np.testing.assert_allclose(sc.bodies[0].position, [0.1, 0.2, 0.02], atol=1e-12)
+    # a quarter turn about x: the arm (0, 0, 0.02) becomes (0, -0.02, 0)
+    obj2 = {**obj, "euler_deg": [90.0, 0.0, 0.0], "angular_velocity": [0.0, 0.0, 3.0], "velocity": [1.0, 0, 0]}
+    b = load_scene({**base, "object": [obj2]}, base=tmp_path).bodies[0]
+    np.testing.assert_allclose(b.position, [0.1, 0.18, 0.0], atol=1e-12)
+    np.testing.assert_allclose(b.velocity, [1.0 + 3.0 * 0.02, 0.0, 0.0], atol=1e-12)   # omega x arm
+    # the default is the centre of mass, as before
+    b = load_scene({**base, "object": [{**obj, "origin": "com"}]}, base=tmp_path).bodies[0]
+    np.testing.assert_allclose(b.position, [0.1, 0.2, 0.0], atol=1e-12)
+    with pytest.raises(InputError, match=r"object\[0\] \(b\)\.origin = 'base'"):
+        load_scene({**base, "object": [{**obj, "origin": "base"}]}, base=tmp_path)

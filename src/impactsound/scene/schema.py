@@ -63,7 +63,8 @@ class ObjectSpec(_Strict):
     mesh: str | None = None            # mesh file, relative to the scene file
     scale: float = 1.0                 # applied to the mesh file (e.g. 0.001 for millimetres)
     material: str | MaterialSpec
-    position: Vec3 = (0.0, 0.0, 0.1)  # world position of the centre of mass [m]
+    position: Vec3 = (0.0, 0.0, 0.1)  # world position of the centre of mass [m] (of the mesh origin: origin)
+    origin: str = "com"                # what position places: "com" (centre of mass) or "mesh" (the mesh's origin)
     rotation: tuple[float, float, float, float] = (1.0, 0.0, 0.0, 0.0)  # quaternion w, x, y, z
     euler_deg: Vec3 | None = None      # alternative to rotation: intrinsic x-y-z angles [deg]
     velocity: Vec3 = (0.0, 0.0, 0.0)   # [m/s]
@@ -295,6 +296,16 @@ def _body(i: int, o: ObjectSpec, base: Path, src: str) -> Body:
         inertia = np.asarray(body_mesh.moment_inertia, dtype=np.float64) * material.rho  # trimesh: density 1
     else:
         body_mesh = mesh                # already in the body frame (the shell's centre of mass)
+    if o.origin not in ("com", "mesh"):
+        raise InputError(f"{where}.origin = {o.origin!r}: use 'com' (position is the centre of mass, the default) "
+                         "or 'mesh' (position is where the mesh file's origin goes)")
+    if o.origin == "mesh":
+        # position and velocity are the mesh origin's: the centre of mass sits at R com from it (com in the scaled
+        # file's frame) and moves with v + omega x (R com)
+        from ..rotation import quat_to_matrix
+        arm = quat_to_matrix(q)[0] @ np.asarray(com, np.float64)
+        pos = pos + arm
+        vel = vel + np.cross(omega, arm)
     transfer = ""
     if o.transfer == "low_order":
         transfer = "low_order"          # this object radiates with the compact model (large props: table tops)
