@@ -339,6 +339,27 @@ class Grid:
         return solver_bytes(self.shape, self.npml, dtype)
 
 
+#: FDTDSolver backends
+BACKENDS = ("numba", "cuda", "auto")
+
+
+def _choose_backend(backend: str | None) -> str:
+    """"numba" or "cuda" for a solver asked for ``backend`` (None: $IMPACTSOUND_FDTD_BACKEND, else "numba")."""
+    import os
+    b = backend if backend is not None else os.environ.get("IMPACTSOUND_FDTD_BACKEND", "numba")
+    if b not in BACKENDS:
+        raise SolverError(f"FDTD backend {b!r} is unknown; use one of {list(BACKENDS)} (IMPACTSOUND_FDTD_BACKEND)")
+    if b == "numba":
+        return b
+    from .fdtd_cuda import fdtd_gpu_problem
+    why = fdtd_gpu_problem()
+    if why is None:
+        return "cuda"
+    if b == "cuda":
+        raise SolverError(f"FDTD backend 'cuda': no usable CUDA GPU here ({why}); use backend 'numba' (the CPU)")
+    return "numba"
+
+
 def solver_bytes(shape, npml: int, dtype=np.float32) -> int:
     """Bytes of an FDTDSolver's arrays: p, vx, vy, vz and the CPML memory (face and cell layers on each axis).
 
@@ -477,15 +498,20 @@ class FDTDSolver:
         Worker threads (default :func:`~impactsound.parallel.default_threads`).
     block_steps : int, optional
         Steps per pass over memory (temporal blocking; default :data:`DEFAULT_BLOCK_STEPS`).
+    backend : {"numba", "cuda", "auto"}, optional
+        Where the steps run: the CPU kernel (default), a CUDA GPU (wave/fdtd_cuda.py: the same update, equal to
+        float round-off), or "auto": the GPU where its probe (:func:`~impactsound.wave.fdtd_cuda.fdtd_gpu_problem`,
+        a small solve compared with the CPU's) passes, else the CPU. ``IMPACTSOUND_FDTD_BACKEND`` sets the default.
 
     Raises
     ------
     SolverError
-        On a non-positive or unstable dt, or another dtype.
+        On a non-positive or unstable dt, another dtype, an unknown backend, or "cuda" where no GPU works.
     """
 
     def __init__(self, grid: Grid, c: float = AIR_C, rho: float = AIR_RHO, dt: float | None = None,
-                 dtype=np.float32, threads: int | None = None, block_steps: int | None = None):
+                 dtype=np.float32, threads: int | None = None, block_steps: int | None = None,
+                 backend: str | None = None):
         if dt is None:
             dt = 0.99 * COURANT_LIMIT * grid.dx / c
         courant = c * dt / grid.dx
@@ -544,6 +570,8 @@ class FDTDSolver:
         self._recv_out = np.zeros(0, np.float64)
         self._set_plane_receivers()
         self.n = 0
+        self.backend = _choose_backend(backend)
+        self._gpu = None                     # CudaState while the GPU holds the fields
 
     @property
     def courant(self) -> float:
@@ -558,6 +586,7 @@ class FDTDSolver:
         body : BodyBoundary
             From :func:`~impactsound.wave.voxel.voxelize` on this grid.
         """
+        self._sync()
         self.body = body
         self.vb = np.zeros(len(body.faces), np.float64)
         nx = self.grid.shape[0]
@@ -583,6 +612,7 @@ class FDTDSolver:
         SolverError
             If a receiver lies outside the grid interior.
         """
+        self._sync()
         g = self.grid
         x = (np.asarray(points, float).reshape(-1, 3) - g.origin) / g.dx + 0.5   # padded cell index coordinate
         i0 = np.floor(x).astype(np.int64)
@@ -615,8 +645,15 @@ class FDTDSolver:
         ndarray, shape (n,)
             [Pa], float64.
         """
+        self._sync()
         _sample(self.p, self._recv_idx, self._recv_w, self._recv_out)
         return self._recv_out.copy()
+
+    def _sync(self) -> None:
+        """Bring the fields back from the GPU (their host arrays are stale while it holds them)."""
+        if self._gpu is not None:
+            self._gpu.to_host()
+            self._gpu = None
 
     def _slabs(self, T: int) -> tuple[np.ndarray, int]:
         """Slab bounds for ``threads`` threads and the block size they allow (each slab >= 2T + 2 planes)."""
@@ -629,6 +666,13 @@ class FDTDSolver:
     def _advance(self, T: int, vbl: np.ndarray, scell: np.ndarray, sval: np.ndarray, out: np.ndarray) -> None:
         """T steps; vbl (T, faces in sweep order): body face velocity at each step; sval (T, sources) added to p of
         cells scell after each step; out (T, 2 * receivers) receives the per-plane receiver shares."""
+        if self.backend == "cuda":
+            if self._gpu is None:
+                from .fdtd_cuda import CudaState
+                self._gpu = CudaState(self)
+            out[:, 0::2] = self._gpu.advance(T, vbl, scell, sval)
+            self.n += T
+            return
         F = (self.p, self.v[0], self.v[1], self.v[2], self.cv, self.cp, self.cv * self.dtype.type(self.grid.dx),
              self.cp * self.dtype.type(self.grid.dx))
         B = (self._bptr, self._bface, vbl, self._sptr, self._solid, scell, sval)
@@ -752,4 +796,5 @@ class FDTDSolver:
         if body_scale is not None and n_steps:
             self.vb = np.empty(nb_)
             self.vb[self._bperm] = scale[-1] @ pat
+        self._sync()
         return rec

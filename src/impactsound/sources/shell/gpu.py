@@ -57,28 +57,8 @@ def cuda_problem(timeout: float = 300.0) -> str | None:
         return None
     if _PROBE:
         return _PROBE[0]
-    import importlib.util
-    import subprocess
-    import sys
-    missing = [m for m in ("cupy", "numba") if importlib.util.find_spec(m) is None]
-    if missing:
-        reason = (f"{', '.join(missing)} not installed (pip install 'impactsound[cuda12]' or '[cuda13]' on a machine "
-                  "with an NVIDIA GPU)")
-    else:
-        try:
-            r = subprocess.run([sys.executable, "-c", _PROBE_SCRIPT], capture_output=True, text=True,
-                               timeout=timeout)
-        except subprocess.TimeoutExpired:
-            reason = f"the CUDA probe did not finish in {timeout:g} s"
-        else:
-            if r.returncode == 0 and r.stdout.strip().endswith("ok"):
-                reason = None
-            else:
-                lines = [ln.strip() for ln in (r.stderr + r.stdout).splitlines() if ln.strip()]
-                why = lines[-1][:300] if lines else f"exit status {r.returncode}"
-                reason = f"the CUDA probe failed ({why})"
-                if "row_stack" in why:                       # numba-cuda 0.30 against NumPy >= 2.5
-                    reason += "; numba-cuda needs numpy<2.5 here: pip install 'numpy<2.5'"
+    from ...cuda_probe import probe
+    reason = probe(_PROBE_SCRIPT, ("cupy", "numba"), "CUDA", timeout)
     _PROBE.append(reason)
     return reason
 
