@@ -50,8 +50,8 @@ first-order staircase error of test_fdtd.py plus compression); (b) slow: the own
 (20 cells per A) moves by 2.2 % and 4.4 %, and the tiny proxy is 2.4 % and 4.5 % from them.
 
 The budget is for eps = 0.01 (the package default, DEFAULT_EPS). At eps = 0.04 (the paper's largest without
-audible change) the translation part stays within it (1.7 %), but the rotation part of these long contacts is 22-25 % off (40 % with a
-16.8 kHz band), against stored field errors of 5-6 %: the threshold eps x the largest coefficient of each series
+audible change) the translation part stays within it (1.7 %), but the rotation part of these long contacts is
+22-25 % off (40 % with a 16.8 kHz band), against stored field errors of 5-6 %: the threshold eps x the largest coefficient of each series
 drops the coarse wavelet levels, i.e. the low frequencies where an ellipsoid's rotation radiates weakly (below 500
 Hz the rotation part's error is as large as its signal), and the thresholding noise, which unlike the field is not
 shaped by the pulse's spectrum, passes the contact's pulse train at multiples of 1/h (10 kHz on the tiny preset,
