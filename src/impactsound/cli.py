@@ -121,11 +121,16 @@ BUILTIN_SCENES = {
                    "knocked over, its lid spinning down on its rim and a water bottle dropped, heard by a walking "
                    "binaural listener (DIR/trash.*); plate: a ceramic plate pre-cut into Voronoi pieces that break apart at "
                    "its first hard impact on concrete (DIR/plate.*, the generated scene in DIR/plate_scene/).")
+@click.option("--stems", type=click.Path(file_okay=False, path_type=Path),
+              help="Also write one WAV per source kind and per object there, at the mix's scale (for pour: one per "
+                   "source kind, the grains and the cup, over both pours).")
 @click.pass_obj
-def demo(obj: _Ctx, out_dir: Path, which: str):
+def demo(obj: _Ctx, out_dir: Path, which: str, stems: Path | None):
     """Render a built-in demo scene to DIR/demo.wav and DIR/demo.png (or DIR/debris.wav and DIR/debris.png)."""
-    from .pipeline import render_scene
     from .scene import demo_scene_path, load_scene
+    if which == "shells" and stems is not None:
+        raise InputError("--stems: the shells demo renders several scenes back to back; render one of its scenes "
+                         "with `impactsound render SCENE.toml --out X.wav --stems DIR` for its stems")
     if which == "shells":
         from .shells_demo import shells_demo
         for p in shells_demo(out_dir, obj.progress):
@@ -133,7 +138,7 @@ def demo(obj: _Ctx, out_dir: Path, which: str):
         return
     if which == "pour":
         from .cli_granular import pour_demo
-        for p in pour_demo(out_dir, obj.progress):
+        for p in pour_demo(out_dir, obj.progress, stems=stems):
             click.echo(str(p))
         return
     if which == "debris":
@@ -158,7 +163,7 @@ def demo(obj: _Ctx, out_dir: Path, which: str):
         name, title = "demo", "impactsound demo: bowl, bar, block, ball and die dropped on a wooden floor"
     from .streaming import render_to_file
     res = render_to_file(scene, out_dir / f"{name}.wav", png=out_dir / f"{name}.png", title=title,
-                         progress=obj.progress)
+                         progress=obj.progress, stems=stems)
     for p in res.files:
         click.echo(str(p))
 

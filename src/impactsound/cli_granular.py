@@ -204,10 +204,12 @@ POUR_FULL = {"fill": 3000, "fill_damping": 0.02}
 POUR_GAP_S = 0.3
 
 
-def pour_demo(out_dir: Path, progress) -> list[Path]:
+def pour_demo(out_dir: Path, progress, stems: Path | None = None) -> list[Path]:
     """The pour demo (Marko, "Sound simulation of granular materials", App. B): glass beads poured from a funnel
     into the empty ceramic cup of data/pour.toml, then into the same cup partly full (:data:`POUR_FULL`), written
-    back to back (``POUR_GAP_S`` apart, one scale) to DIR/pour.wav with its spectrogram DIR/pour.png."""
+    back to back (``POUR_GAP_S`` apart, one scale) to DIR/pour.wav with its spectrogram DIR/pour.png; with
+    ``stems``, one WAV per source kind there (the grains' noise and the cup's ring), laid out and scaled as the
+    mix."""
     import tomllib
 
     from .io.audio import normalisation_gain, write_wav
@@ -217,12 +219,13 @@ def pour_demo(out_dir: Path, progress) -> list[Path]:
     from .scene.schema import demo_scene_path
     path = demo_scene_path().with_name("pour.toml")
     data = tomllib.loads(path.read_text())
-    mixes, info = [], {}
+    mixes, info, kinds = [], {}, []
     for name, extra in (("empty", {}), ("partly full", POUR_FULL)):
         d = {**data, "granular": {**data["granular"], **extra}}
         progress.message(f"pour demo: the {name} cup")
         res = render_scene(load_scene(d, base=path.parent), progress)
         mixes.append(res.mix)
+        kinds.append({k: sum(v.values()) if v else np.zeros_like(res.mix) for k, v in res.stems.items()})
         info[name] = {"granular": res.info.get("granular"), "objects": res.info.get("objects"),
                       "peak_pa": float(abs(res.mix).max()), **extra}
     fs = data["scene"]["sample_rate"]
@@ -232,6 +235,10 @@ def pour_demo(out_dir: Path, progress) -> list[Path]:
     wav = out_dir / "pour.wav"
     write_wav(wav, mix, fs, normalisation_gain(mix), {"listeners": ["mic"], "segments": {
         "empty": [0.0, dur], "partly full": [dur + POUR_GAP_S, 2 * dur + POUR_GAP_S]}, "renders": info})
+    if stems is not None:
+        for k in kinds[0]:
+            write_wav(Path(stems) / f"{k}.wav", np.concatenate([kinds[0][k], gap, kinds[1][k]], axis=1), fs,
+                      normalisation_gain(mix), {"source": k})
     png = spectrogram_png(out_dir / "pour.png", mix, fs, f"impactsound pour demo: 1 mm glass beads into a ceramic "
                           f"cup, empty (0-{dur:g} s) then partly full ({dur + POUR_GAP_S:g}-"
                           f"{2 * dur + POUR_GAP_S:g} s)")

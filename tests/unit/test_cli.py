@@ -187,3 +187,17 @@ def test_message_numbers_are_plain():
 
     from impactsound.cli import _g
     assert _g({"a": np.float64(0.5), "b": [np.int64(3), np.float32(2.5e-7)]}) == "{a: 0.5, b: [3, 2.5e-07]}"
+
+
+def test_demo_writes_stems_of_a_built_in_scene(tmp_path):
+    from click.testing import CliRunner
+
+    from impactsound.cli import cli
+    r = CliRunner().invoke(cli, ["-q", "demo", "--scene", "ground", "--out", str(tmp_path), "--stems",
+                                 str(tmp_path / "stems")])
+    assert r.exit_code == 0, r.output
+    names = sorted(p.name for p in (tmp_path / "stems").glob("*.wav"))
+    assert {"modal.wav", "ground.wav", "ground_ball.wav", "acceleration_noise_ball.wav"} <= set(names)
+    r = CliRunner().invoke(cli, ["-q", "demo", "--scene", "shells", "--out", str(tmp_path), "--stems",
+                                 str(tmp_path / "s2")])
+    assert r.exit_code != 0 and "render one of its scenes" in str(r.exception)
