@@ -19,7 +19,7 @@ setup: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/impactsound demo --out out
 
-# two workers (pytest-xdist) sharing one asset cache: the default suite in ~7 min on 2 cores instead of ~9.5
+# two workers (pytest-xdist) sharing one asset cache: the default suite in 7-8 min on 2 cores instead of ~9.5
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2
 

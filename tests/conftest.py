@@ -11,3 +11,16 @@ def _isolated_cache(tmp_path_factory, monkeypatch):
     d.mkdir(exist_ok=True)
     monkeypatch.setenv("IMPACTSOUND_CACHE", str(d))
     yield
+
+
+@pytest.fixture(autouse=True)
+def _fresh_impactsound_logger():
+    """Each test starts with the library logger as a program gets it: the CLI sets its level, handler and
+    propagation for the process (right for a command line, not for the next test in the same worker)."""
+    import logging
+    log = logging.getLogger("impactsound")
+    saved = (log.level, list(log.handlers), log.propagate)
+    yield
+    log.setLevel(saved[0])
+    log.handlers[:] = saved[1]
+    log.propagate = saved[2]

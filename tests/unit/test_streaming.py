@@ -155,3 +155,21 @@ def test_long_spectrogram_columns_are_means_of_the_frames():
     cols = S.shape[1]
     np.testing.assert_allclose(S, S0[:, :cols * g].reshape(len(f0), cols, g).mean(axis=2), rtol=1e-10)
     np.testing.assert_allclose(ts, t0[:cols * g].reshape(cols, g).mean(axis=1), rtol=1e-12)
+
+
+def test_sources_without_a_span_are_rendered_whole_inside_a_streaming_render(tmp_path):
+    """Granular sources render their own collisions (no span): the streaming render takes their whole-scene output
+    block by block, and its files are the whole render's."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_granular_scene import _pour_scene
+    scene = load_scene(_pour_scene())
+    whole = render_scene(scene)
+    res = render_to_file(scene, tmp_path / "g.wav", stems=tmp_path / "st", normalise="none", block_s=0.1)
+    peak = np.abs(whole.mix).max()
+    assert peak > 0 and res.blocks >= 4
+    assert _close(tmp_path / "g.wav", whole.mix, 1e-12, peak)
+    for kind in ("grain_noise", "container"):
+        for name, p in whole.stems[kind].items():
+            assert _close(tmp_path / "st" / f"{kind}_{name}.wav", p, 1e-12, peak), (kind, name)
