@@ -227,11 +227,6 @@ def block_context(ctx: RenderContext, mask: np.ndarray, w0: int, m: int) -> Rend
                          whole=ctx)
 
 
-def _frame(fs: float) -> int:
-    from .transfer.motion import control_hop
-    return control_hop(fs)
-
-
 def render_to_file(scene, path, *, stems=None, png=None, title: str = "", normalise="peak",
                    lufs_target: float | None = None, full_scale_pa: float | None = None,
                    progress: Progress = QUIET, events=None, allow_implausible: bool = False,
@@ -264,7 +259,8 @@ def render_to_file(scene, path, *, stems=None, png=None, title: str = "", normal
     StreamedRender
     """
     from .errors import InputError
-    from .io.audio import (DEFAULT_LUFS, LoudnessMeter, normalisation_gain, output_gain, write_wav_chunks)
+    from .io.audio import (DEFAULT_LUFS, LoudnessMeter, check_lufs_target, lufs_gain, normalisation_gain,
+                           output_gain, write_wav_chunks)
     from .pipeline import describe_into, prepare_render, warn_silent
     path = Path(path)
     if path.suffix.lower() not in (".wav", ".flac"):
@@ -274,7 +270,7 @@ def render_to_file(scene, path, *, stems=None, png=None, title: str = "", normal
     # the level's arguments are checked before any work (a bad choice fails now, not after the render)
     target = DEFAULT_LUFS if lufs_target is None else lufs_target
     if normalise == "lufs":
-        _lufs_target_ok(target)
+        check_lufs_target(target)
     else:
         output_gain(np.ones((1, 1)), 48000, normalise, full_scale_pa=full_scale_pa)
     scene, kinds, events, ctx = prepare_render(scene, progress, events, allow_implausible=allow_implausible)
@@ -288,7 +284,8 @@ def render_to_file(scene, path, *, stems=None, png=None, title: str = "", normal
         describe_into(kind, prep, info, objects)
     info["objects"] = objects
 
-    H = _frame(fs)
+    from .transfer.motion import control_hop
+    H = control_hop(fs)
     B = max(H, int(round(block_s * fs / H)) * H)
     D = delay_bound(ctx)
     spans = [kind.span(prep, ctx) if kind.span is not None else None for kind, prep in zip(kinds, prepared)]
@@ -375,7 +372,7 @@ def render_to_file(scene, path, *, stems=None, png=None, title: str = "", normal
             meter = LoudnessMeter(fs, L)
             for x in mix.spool.pieces(g0):
                 meter.feed(x)
-            gain, level = _lufs_gain(meter, g0, peak, target)
+            gain, level = lufs_gain(meter.result(), g0, peak, target)
         else:
             gain, level = output_gain(np.array([[peak]]), fs, norm, full_scale_pa=full_scale_pa)
         side = {"listeners": [l.name for l in scene.listeners], "events": len(events), **info, "level": level}
@@ -425,20 +422,3 @@ def _flush_all(mix, stem_acc, whole, upto, keep_stems):
             else:
                 ys = [whole[k] for k in sorted(whole) if k[0] == kname]
                 acc.flush(upto, None if not ys else (lambda a, b, ys=ys: sum(y[:, a:b] for y in ys)))
-
-
-def _lufs_target_ok(target) -> None:
-    from .errors import InputError
-    if not (np.isfinite(target) and -70.0 < float(target) <= 0.0):
-        raise InputError(f"lufs_target = {target!r}: need a loudness in (-70, 0] LUFS (EBU R128: -23)")
-
-
-def _lufs_gain(meter, g0: float, peak: float, target: float):
-    """Gain and sidecar entry for ``lufs`` from a meter fed the mix at ``g0`` (io/audio.py ``output_gain``)."""
-    info = {"normalise": "lufs"}
-    lk = meter.result()
-    if not np.isfinite(lk):
-        return 1.0, {**info, "lufs_target": float(target), "loudness_lufs": None}
-    gain = g0 * 10.0 ** ((float(target) - lk) / 20.0)
-    return gain, {**info, "lufs_target": float(target), "loudness_lufs": float(target),
-                  "output_peak": float(peak * gain)}

@@ -193,18 +193,29 @@ def output_gain(mix: np.ndarray, sample_rate: int, normalise: str | bool = "peak
         return 1.0 / float(full_scale_pa), {**info, "full_scale_pa": float(full_scale_pa)}
     if normalise == "peak":
         return normalisation_gain(mix), info
-    if not (np.isfinite(lufs_target) and -70.0 < float(lufs_target) <= 0.0):
-        raise InputError(f"lufs_target = {lufs_target!r}: need a loudness in (-70, 0] LUFS (EBU R128: -23)")
+    check_lufs_target(lufs_target)
     # Measured at the peak-normalised level: pascals may lie far below BS.1770's absolute gate (-70 LUFS in
     # full-scale units). Above that gate loudness is a level, so a gain g moves it by 20 log10 g exactly (the
     # relative gate moves with the signal).
     g0 = normalisation_gain(mix, 1.0)
-    lk = loudness_lufs(np.asarray(mix, np.float64) * g0, sample_rate)
-    if not np.isfinite(lk):
-        return 1.0, {**info, "lufs_target": float(lufs_target), "loudness_lufs": None}
-    gain = g0 * 10.0 ** ((float(lufs_target) - lk) / 20.0)
-    return gain, {**info, "lufs_target": float(lufs_target), "loudness_lufs": float(lufs_target),
-                  "output_peak": float(np.max(np.abs(mix)) * gain)}
+    return lufs_gain(loudness_lufs(np.asarray(mix, np.float64) * g0, sample_rate), g0,
+                     float(np.max(np.abs(mix))) if mix.size else 0.0, lufs_target)
+
+
+def check_lufs_target(target) -> None:
+    """An :class:`InputError` unless ``target`` is a loudness in (-70, 0] LUFS."""
+    if not (np.isfinite(target) and -70.0 < float(target) <= 0.0):
+        raise InputError(f"lufs_target = {target!r}: need a loudness in (-70, 0] LUFS (EBU R128: -23)")
+
+
+def lufs_gain(loudness: float, g0: float, peak_pa: float, target: float) -> tuple[float, dict]:
+    """Gain [1/Pa] and sidecar entry of ``lufs``, from the loudness [LUFS] of the mix scaled by ``g0`` (1 / its
+    peak [Pa]); -inf (silence) gives gain 1."""
+    info = {"normalise": "lufs", "lufs_target": float(target)}
+    if not np.isfinite(loudness):
+        return 1.0, {**info, "loudness_lufs": None}
+    gain = g0 * 10.0 ** ((float(target) - loudness) / 20.0)
+    return gain, {**info, "loudness_lufs": float(target), "output_peak": float(peak_pa * gain)}
 
 
 def _zero_peak_timestamp(path: Path) -> None:
@@ -267,24 +278,8 @@ def write_wav(path: str | Path, pressure_pa: np.ndarray, sample_rate: int, gain:
     InputError
         On another suffix or non-finite samples.
     """
-    import soundfile as sf
-
-    path = Path(path)
-    if path.suffix.lower() not in (".wav", ".flac"):
-        raise InputError(f"{path}: output must end in .wav or .flac")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    x = np.atleast_2d(np.asarray(pressure_pa, np.float64)) * gain
-    if not np.all(np.isfinite(x)):
-        raise InputError(f"{path}: refusing to write non-finite samples (a NaN in the render; report a bug)")
-    data = x.T.astype(np.float32)
-    if path.suffix.lower() == ".flac":
-        sf.write(str(path), np.clip(data, -1, 1), sample_rate, subtype="PCM_24")
-    else:
-        sf.write(str(path), data, sample_rate, subtype="FLOAT")
-        _zero_peak_timestamp(path)
-    _write_sidecar(path, sample_rate, x.shape[0], x.shape[1], gain,
-                   float(np.max(np.abs(pressure_pa))) if x.size else 0.0, sidecar)
-    return path
+    x = np.atleast_2d(np.asarray(pressure_pa, np.float64))
+    return write_wav_chunks(path, [x], x.shape[0], sample_rate, gain, sidecar)
 
 
 def _write_sidecar(path: Path, sample_rate: int, channels: int, samples: int, gain: float, peak_pa: float,
