@@ -37,7 +37,7 @@ log = logging.getLogger("impactsound")
 
 
 #: PAN fields are fitted on shells from 2 R_b out (sources/pan/precompute.py, step 2); closer, the radial series
-#: is extrapolated: measured +25 % (translation) and -9 % (rotation) at 1.2 R_b for a sphere
+#: is extrapolated beyond the shells it was fitted on (its error there is not measured by this package's tests)
 NEAR_FIELD = 2.0
 
 
@@ -60,8 +60,8 @@ def _warn_near(name, l, R_b, t, R, inside, near) -> None:
         e = int(np.flatnonzero(near)[0])
         warnings.warn(f"acceleration noise of {name!r}: listener channel {l} is between R_b and 2 R_b "
                       f"({R_b:.3g}-{2 * R_b:.3g} m) of its centre of mass for {int(near.sum())} events (first at "
-                      f"t = {t[e]:.4g} s, {R[e]:.3g} m): the fields are extrapolated there (measured +25 % "
-                      "translation, -9 % rotation at 1.2 R_b)", AccelerationNoiseNearFieldWarning, stacklevel=4)
+                      f"t = {t[e]:.4g} s, {R[e]:.3g} m): the fields are extrapolated inside their fit "
+                      "shells there, so its level is approximate", AccelerationNoiseNearFieldWarning, stacklevel=4)
 
 
 def heard_table(fld, listeners_field, sample_rate: float, *, oversample: int = 4) -> PANTable:
