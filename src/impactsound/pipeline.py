@@ -138,6 +138,8 @@ def scene_events(scene: Scene, progress: Progress = QUIET, *, allow_implausible:
         log = checked_events(log, scene, source=str(scene.event_log), row_base=0 if npz else CSV_ROW_BASE, npz=npz,
                              allow_implausible=allow_implausible)
         return log
+    if getattr(scene, "motion", None):
+        return motion_events(scene, progress)
     from .dynamics import simulate
     from .errors import InputError
     with progress.stage(f"dynamics ({len(scene.bodies)} bodies, {scene.duration:g} s)") as update:
@@ -151,6 +153,18 @@ def scene_events(scene: Scene, progress: Progress = QUIET, *, allow_implausible:
             if str(scene.path) in msg:
                 raise
             raise InputError(f"{scene.path}: {msg}") from None
+
+
+def motion_events(scene: Scene, progress: Progress = QUIET) -> EventLog:
+    """The contact events of the scene's pose table (``[scene] motion``): read and checked (scene/poses.py), matched
+    to the objects, and the contacts inferred from the motion (dynamics/from_motion.py)."""
+    from .dynamics.from_motion import infer_events
+    from .scene.poses import check_track, read_pose_table
+    track = check_track(read_pose_table(scene.motion), scene.bodies, scene.duration)
+    with progress.stage(f"contacts from motion ({len(scene.bodies)} bodies, {len(track.t)} frames at "
+                        f"{track.frame_rate:.4g} fps)") as update:
+        return infer_events(scene.bodies, scene.ground if scene.ground.enabled else None, track.t, track.position,
+                            track.quaternion, progress=update, source=str(scene.motion))
 
 
 def checked_events(log: EventLog, scene: Scene, *, source: str = "events", row_base: int = 0,

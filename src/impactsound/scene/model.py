@@ -62,6 +62,7 @@ class Body:
     mount: Mount | None = None        # static prop or joint to the world; None: a free body
     group: str = ""                   # fracture group: pieces welded until the group's first hard impact
     break_speed: float = 0.0          # that impact's normal speed [m/s] (scene/fracture.py)
+    origin: str = "com"               # what the scene's position (and a pose table's) places: "com" or "mesh"
 
     @property
     def held(self) -> bool:
@@ -144,6 +145,7 @@ class Scene:
     air: Air = field(default_factory=Air)
     timestep: float = 2e-4            # rigid-body engine step [s]
     event_log: str | None = None      # path of a user event log (replaces dynamics)
+    motion: str | None = None         # path of a pose table: contacts inferred from it (replaces dynamics)
     # {source kind: its validated options} ([source.<kind>] tables; sources/registry.py), one per kind rendered
     options: dict = field(default_factory=dict)
     path: str = "<scene>"

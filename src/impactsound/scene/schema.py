@@ -110,6 +110,7 @@ class SceneSpec(_Strict):
     sources: list[str] = Field(default_factory=lambda: list(DEFAULT_SOURCES))
     timestep: float = 2e-4
     event_log: str | None = None
+    motion: str | None = None          # pose table replacing the rigid-body engine (scene/poses.py)
     quality: Literal["default", "preview"] = "default"
     # older spellings of [source.modal] / [source.acceleration_noise] options (SCENE_OPTION_KEYS)
     modal_order: Any = None
@@ -339,7 +340,7 @@ def _body(i: int, o: ObjectSpec, base: Path, src: str) -> Body:
         raise InputError(f"{where}.break_speed needs fracture_group = '...' (the pieces it breaks apart)")
     return Body(group=group, break_speed=break_speed, mount=mount, name=o.name or f"object{i}", mesh=body_mesh, material=material, mass=mass, inertia=inertia,
                 position=pos, quaternion=q, velocity=vel, angular_velocity=omega, mesh_hash=mh, source=source,
-                com_in_file=com, transfer_asset=transfer, acceleration_noise=an, shell=shell)
+                com_in_file=com, transfer_asset=transfer, acceleration_noise=an, shell=shell, origin=o.origin)
 
 
 #: default clamp radius of a fixed joint, as a fraction of the object's bounding diameter
@@ -498,6 +499,12 @@ def parse_scene(data: dict, base: Path = Path("."), src: str = "<scene>") -> Sce
         raise InputError(f"{src}: the scene needs at least one [[listener]] with a position")
     if not sf.object:
         raise InputError(f"{src}: the scene has no [[object]]; add at least one")
+    if s.motion and s.event_log:
+        raise InputError(f"{src}: [scene] gives both motion = '{s.motion}' and event_log = '{s.event_log}'; give "
+                         "one (a pose table whose contacts are inferred, or the contact events themselves)")
+    if s.motion and not (base / s.motion).is_file():
+        raise InputError(f"{src}: [scene] motion = '{s.motion}': {(base / s.motion).resolve()} not found (the path "
+                         "is relative to the scene file)")
     air = Air(c=sf.air.c, rho=sf.air.rho)
     if not (air.c > 0 and air.rho > 0 and math.isfinite(air.c) and math.isfinite(air.rho)):
         raise InputError(f"{src}: air.c and air.rho must be positive")
@@ -534,7 +541,7 @@ def parse_scene(data: dict, base: Path = Path("."), src: str = "<scene>") -> Sce
     scene = Scene(bodies=bodies, ground=ground, listeners=listeners, duration=float(s.duration),
                   sample_rate=int(s.sample_rate), seed=int(s.seed), sources=sources, air=air,
                   timestep=float(s.timestep), event_log=str((base / s.event_log).resolve()) if s.event_log
-                  else None, options=options, path=src, granular=granular, quality=str(s.quality))
+                  else None, motion=str((base / s.motion).resolve()) if s.motion else None, options=options, path=src, granular=granular, quality=str(s.quality))
     _check_listeners(scene)
     return scene
 
