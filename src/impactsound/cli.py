@@ -669,6 +669,7 @@ from .cli_bank import bank  # noqa: E402  (subcommand modules import helpers def
 from .cli_batch import batch  # noqa: E402
 from .cli_granular import granular  # noqa: E402
 from .cli_ground import ground  # noqa: E402
+from .cli_motion import motion  # noqa: E402
 from .cli_report import report  # noqa: E402
 from .cli_shell import shell  # noqa: E402
 
@@ -676,6 +677,7 @@ cli.add_command(bank)
 cli.add_command(batch)
 cli.add_command(granular)
 cli.add_command(ground)
+cli.add_command(motion)
 cli.add_command(report)
 cli.add_command(shell)
 

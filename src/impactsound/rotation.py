@@ -54,3 +54,11 @@ def to_body(R, c, x) -> np.ndarray:
     """
     d = x - (c if x.ndim == 2 else c[:, None, :])
     return np.einsum("nji,nj->ni", R, d) if x.ndim == 2 else np.einsum("nji,nlj->nli", R, d)
+
+
+def matrix_to_quat(R) -> np.ndarray:
+    """Unit quaternions (n, 4) (w, x, y, z), w >= 0, of rotation matrices (n, 3, 3) (SciPy's conversion: the
+    inverse of :func:`quat_to_matrix` to rounding)."""
+    from scipy.spatial.transform import Rotation
+    q = Rotation.from_matrix(np.asarray(R, np.float64).reshape(-1, 3, 3)).as_quat(scalar_first=True)
+    return np.where(q[:, :1] < 0, -q, q)
