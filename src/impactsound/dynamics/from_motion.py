@@ -312,7 +312,8 @@ def infer_events(bodies, ground, t, P, Q, *, v_min: float = V_MIN, progress=None
     # contacts that may carry impulse in a collision's frames without being its impact: touching (resting, or
     # pressed into the floor by a stack that lands on top)
     touching = ~hit & (con.gap < TOUCH + 0.01 * np.minimum(_size(size, con.a), _size(size, con.b)))
-    events = _solve_impulses(ev_idx, con, vn, acc_n, closing, touching, t, dt, P, mass, ev, eL, size, moving, v_min)
+    events = _solve_impulses(ev_idx, con, vn, acc_n, closing, touching, t, dt, P, mass, ev, held, eL, size, moving,
+                             v_min)
     if progress is not None:
         progress(0.95)
     log = _event_log(events, bodies, t, P, Q, vpre, rest, dt)
@@ -467,7 +468,7 @@ def _resting_unknowns(con, calm_idx, calm_k, bodies, k0, k1, moving, cap=MAX_GRO
     return np.asarray(picked, np.int64), sorted(body_set)
 
 
-def _solve_impulses(ev_idx, con, vn, acc_n, closing, calm, t, dt, P, mass, ev, eL, size, moving, v_min):
+def _solve_impulses(ev_idx, con, vn, acc_n, closing, calm, t, dt, P, mass, ev, held, eL, size, moving, v_min):
     """Impulse of every detected impact (module docstring, step 4); one dict per collision kept."""
     if len(ev_idx) == 0:
         return []
@@ -487,11 +488,24 @@ def _solve_impulses(ev_idx, con, vn, acc_n, closing, calm, t, dt, P, mass, ev, e
         scale = np.concatenate([np.ones(len(cs)), np.full(len(rest), REST_SCALE)])
         nC = len(cols)
         rows, rhs = [], []
+        # the collision's onset: the sub-frame time its first closing contact touches
+        shut = cs[closing[cs]]
+        if len(shut):
+            t_on = min(t[con.k[c]] + _closing_time(con.gap[c], vn[c], acc_n[c]) for c in shut)
+        else:
+            t_on = t[k0] + 0.5 * dt[min(k0, len(dt) - 1)]
+        # the frames' residuals hold the steady contact force of before the onset and of after it, for as long
+        # as each acts within the frames' hat functions (the hats of frames k0..k1 sum to one on [t_k0, t_k1]
+        # and reach half a frame beyond)
+        dt_w = float(np.mean(dt[max(k0 - 1, 0):min(k1 + 1, len(dt))]))
+        w_after = ((t[k1] - t_on) + 0.5 * dt_w) / dt_w
+        w_before = (k1 - k0 + 1) - w_after
         for body in bodies_g:
-            # momentum change over the affected frames, less the steady contact force it had in the frame before
-            before = ev[k0 - 1, body] if k0 - 1 >= 1 else np.zeros(3)
+            # momentum change over the affected frames, less the steady contact force (weight support)
+            before = held[k0 - 1, body] if k0 - 1 >= 1 else np.zeros(3)
+            after = held[k1 + 1, body] if k1 + 1 <= K - 2 else before
             Lb = eL[k0 - 1, body] if k0 - 1 >= 1 else np.zeros(3)
-            dP = mass[body] * (ev[k0:k1 + 1, body] - before).sum(axis=0)
+            dP = mass[body] * (ev[k0:k1 + 1, body].sum(axis=0) - w_before * before - w_after * after)
             dL = (eL[k0:k1 + 1, body] - Lb).sum(axis=0)
             r = 0.5 * size[body]
             sgn = np.where(con.b[cols] == body, 1.0, np.where(con.a[cols] == body, -1.0, 0.0)) * scale
