@@ -7,7 +7,9 @@ Table of contents (pipeline order):
 - materials: :func:`get_material`, :func:`make_material`, :func:`material_table`
 - dynamics: ``impactsound.dynamics.simulate`` (MuJoCo) -> :class:`EventLog` (docs/event-log.md); another engine's
   raw per-step contacts -> :class:`RawContacts` -> :func:`clean_contacts` (the contact merger) -> EventLog;
-  ``impactsound.dynamics.check_event_log`` (plausibility of a user's log against the scene)
+  ``impactsound.dynamics.check_event_log`` (plausibility of a user's log against the scene); an animation's poses
+  (``impactsound.scene.poses``: pose tables; ``impactsound.scene.motion_import.import_animation``: glTF/Blender
+  to a scene folder) -> ``impactsound.dynamics.from_motion.infer_events`` -> EventLog (docs/animation.md)
 - contact: ``impactsound.contact`` (Hertz time, effective mass, local curvature); the contact stage shared by all
   sources, :func:`contact_stage` -> :class:`ContactStage`
 - fem: :func:`modal_analysis` -> :class:`ModalModel`
