@@ -234,6 +234,7 @@ def infer_events(bodies, ground, t, P, Q, *, v_min: float = V_MIN, progress=None
     w[:, ~moving] = 0.0
     ev[:, ~moving] = 0.0
     eL[:, ~moving] = 0.0
+    _check_spin(t, ev, eL, inertia, w, moving, bodies, source)
 
     # swept margin: how far each body's surface can move in the frame intervals next to frame k (both ways)
     reach = (np.linalg.norm(v, axis=2) + 0.5 * size * np.linalg.norm(w, axis=2)) * dt[:, None]
@@ -352,6 +353,43 @@ def _clip_norm(x, limit):
     n = np.linalg.norm(x, axis=-1)
     f = np.minimum(1.0, limit / np.maximum(n, 1e-300))
     return x * f[..., None]
+
+
+class MotionWarning(UserWarning):
+    """Something about an animation's poses that the inference goes on with (the CLI prints it as one line)."""
+
+
+#: in flight, a body's angular momentum changes by less than this fraction of itself per frame (or it is no free body)
+SPIN_TOL = 0.02
+
+
+def _check_spin(t, ev, eL, inertia, w, moving, bodies, source):
+    """Warn about a body whose angular momentum is not conserved while it flies (no linear residual): quaternions
+    given in another component order (x, y, z, w read as w, x, y, z) turn a free spin into a wobble. Keyframed
+    (not simulated) motion need not conserve it either, hence a warning, not an error."""
+    import warnings
+    K = len(t)
+    if K < 8:
+        return
+    dt = np.diff(t)
+    g_dt = GRAVITY * np.append(dt, dt[-1])
+    flying = np.linalg.norm(ev, axis=2) < 0.02 * g_dt[:, None]                      # (K, B)
+    flying[0] = flying[-1] = False
+    # |L| of the frame: I w of the interval after (rotation to the world at the frame is not needed for a norm
+    # of a principal-axes bound; use the largest principal moment as the scale)
+    Imax = np.linalg.eigvalsh(inertia)[:, -1]
+    Lmag = np.linalg.norm(np.concatenate([w, w[-1:]], axis=0), axis=2) * Imax[None, :]
+    for i in np.flatnonzero(moving):
+        f = flying[:, i] & (Lmag[:, i] > 0) & (np.linalg.norm(np.concatenate([w, w[-1:]])[:, i], axis=1) > 1.0)
+        if f.sum() < 10:
+            continue
+        ratio = np.linalg.norm(eL[f, i], axis=1) / Lmag[f, i]
+        if np.median(ratio) > SPIN_TOL:
+            k = int(np.flatnonzero(f)[np.argmax(ratio)])
+            warnings.warn(f"{source}: body '{bodies[i].name}' spins without keeping its angular momentum while it "
+                          f"flies ({100 * np.median(ratio):.0f} % change per frame in the median, from frame {k}, "
+                          f"t = {t[k]:.6g} s): check that the quaternions are (w, x, y, z), not (x, y, z, w); "
+                          "keyframed spins may do this on purpose", MotionWarning, stacklevel=3)
 
 
 def _gap_at(con, frames, K, B):
