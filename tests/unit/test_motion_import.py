@@ -117,7 +117,9 @@ def test_gltf_import_renders_the_drop(tmp_path):
     second = np.abs(log.t - (tc + 2 * 0.4 * v / G)) < 1e-3
     assert (first | second).all() and first.any() and second.any()
     assert log.impulse[first, 2].sum() == pytest.approx(m * 1.4 * v, rel=0.02)
-    assert log.impulse[second, 2].sum() == pytest.approx(m * 0.4 * v, rel=0.05)
+    # an inelastic landing: the blow m e v, plus at most the weight the floor carries over the frame it falls in
+    # (the residuals cannot tell the blow from the support that starts with it)
+    assert m * 0.4 * v * 0.99 <= log.impulse[second, 2].sum() <= m * 0.4 * v + 1.05 * m * G / 120
     with pytest.raises(InputError, match="already exists"):
         import_animation(tmp_path / "drop.glb", tmp_path / "scene", materials={"Steel": "steel"})
 

@@ -11,24 +11,31 @@ bodies"; the event model of Chadwick, Zheng & James 2012, sec. 3). From poses at
    An impulse at t_c in [t_k, t_{k+1}] shows in e_k and e_{k+1} with weights (t_{k+1} - t_c) / dt and
    (t_c - t_k) / dt: the residuals sum to the velocity change, wherever in the frame the collision fell.
 2. **Who touches whom.** At every frame MuJoCo's collision detection (the same convex decomposition the
-   simulation collides) lists the pairs within a swept margin: the distance each body can move in a frame.
+   simulation collides, midphase off so that margins reach the parts of concave bodies) lists the pairs within a
+   swept margin: twice the distance each body can move in a frame.
 3. **Impacts.** A pair is struck in [t_k, t_{k+1}] when its contact point approaches at v_n >= v_min (the
-   velocities of the frame before) and the gap at frame k closes within the frame (v_n dt >= gap). The contact
-   time is t_k + gap / v_n (sub-frame), the contact point and normal those of frame k.
-4. **Impulses.** Impacts whose frames overlap and that share a body are solved together: the unknown impulses
-   J_c (3 each) must give every moving body's momentum change over the affected frames (the residuals, less the
-   steady support it had before and after) and its angular momentum change (each row scaled by the body's
-   radius, so that both are impulses), in the least-squares sense (minimum norm where contacts are redundant,
-   e.g. a box landing flat). Impacts of one pair at nearby points in adjacent frames are one collision (their
-   impulses add; the first onset is kept). Impacts whose impulse does not push the pair apart with at least
-   v_min / 2 of normal velocity change are grazes, not collisions, and are dropped.
-5. **Rest.** A contact within ``touch`` of closing whose approach speed stays below v_min is resting contact:
-   it carries the body's weight (shared equally among the body's resting contacts in that frame), it gives the
-   events their resting supports (hygiene.support_at) and the bodies their resting stretches (resting.py).
+   velocity at frame k from the frame before, with gravity, or with the support the body had) and the gap at
+   frame k closes within the frame, gap = v_n tau + a tau^2 / 2, leaving the pair touching (or parting no faster
+   than it can) at frame k+1; the onset is t_k + tau. A collision caused within a frame (a stack landing: the
+   lower body stops, the one above runs into it) shows as the pair's normal velocity dropping by >= v_min over
+   the frame while it touches at its end; its onset is the frame's middle.
+4. **Impulses.** One sparse least-squares problem for the whole animation (:func:`_solve_all`): unknown
+   impulses of every impact (entering frames k and k+1 with the weights of its sub-frame time) and of every
+   touching contact in every frame (the support, scaled by REST_SCALE so that impacts explain what they can);
+   equations: every moving body's residual momentum and angular-momentum change in every frame that an unknown
+   touches (rows in velocity units; angular rows weighted by ANG_WEIGHT), solved with a ridge RIDGE (near the
+   minimum-norm solution where contacts are redundant, e.g. a box landing flat). Every residual is used once: a
+   settling pile's chained collisions share no frame twice. Impacts of one pair at nearby points in adjacent
+   frames are one collision (impulses summed, first onset kept); a collision whose impulse does not change the
+   pair's normal velocity by v_min / 2 is a graze and dropped. A touching contact whose impulse in a frame stands
+   above its own level around it by v_min's worth passed a blow on (the floor under a stack that lands): an event.
+5. **Rest.** A touching contact whose approach speed stays below v_min is resting contact: it carries the body's
+   weight (shared equally among its resting contacts in that frame), it gives the events their resting supports
+   (hygiene.support_at) and the bodies their resting stretches (resting.py).
 
 The result is the same :class:`~.events.EventLog` the simulation makes, with ``motion`` (the poses, for moving
 radiation) and ``resting``. Accuracy against MuJoCo's own events at 60, 120 and 240 frames per second is measured
-in bench/bench_motion_contacts.py and tabled in docs/motion.md.
+in bench/bench_motion_contacts.py and tabled in docs/animation.md.
 """
 from __future__ import annotations
 
@@ -51,10 +58,12 @@ CLUSTER_FRAC = 0.25
 OVERLAP_FRAC = 0.05
 #: resting contacts enter a collision's momentum balance scaled by this: dearer than its impacts (minimum norm)
 REST_SCALE = 0.3
-#: bodies a collision's balance takes in through resting contacts (a stack), at most
-MAX_GROUP_BODIES = 24
-#: frame intervals one collision group spans at most (a settling pile would chain every frame into one)
-MAX_SPAN = 3
+#: ridge of the impulse solve, relative to the mean diagonal of A A^T: keeps two nearby contacts from trading
+#: large opposite impulses to fit a noisy torque (measured on the demo and the table: bench_motion_contacts.py)
+RIDGE = 1e-3
+#: weight of the angular-momentum rows against the linear ones (the contact points are those of the frame
+#: before the contact, so the lever arms are less sure than the momentum change)
+ANG_WEIGHT = 0.3
 
 
 def _quat_mul(a, b):
@@ -313,8 +322,8 @@ def infer_events(bodies, ground, t, P, Q, *, v_min: float = V_MIN, progress=None
     # contacts that may carry impulse in a collision's frames without being its impact: touching (resting, or
     # pressed into the floor by a stack that lands on top)
     touching = ~hit & (con.gap < TOUCH + 0.01 * np.minimum(_size(size, con.a), _size(size, con.b)))
-    events = _solve_impulses(ev_idx, con, vn, acc_n, closing, touching, t, dt, P, mass, ev, held, eL, size, moving,
-                             v_min)
+    cols, J, is_rest = _solve_all(ev_idx, con, vn, acc_n, closing, touching, t, dt, P, mass, ev, eL, size, moving)
+    events = _events_from(cols, J, is_rest, con, vn, acc_n, closing, t, dt, P, vpre, mass, size, moving, v_min)
     if progress is not None:
         progress(0.95)
     log = _event_log(events, bodies, t, P, Q, vpre, rest, dt)
@@ -442,202 +451,191 @@ def _resting_rows(con, calm, t, mass) -> RawContacts:
                        impulse=con.normal[idx] * load[:, None], vn=np.zeros(len(idx)))
 
 
-def _groups(ev_idx, con, moving):
-    """Impact candidates linked when they share a moving body within 2 frames: lists of indices into ev_idx."""
-    parent = list(range(len(ev_idx)))
+def _solve_all(ev_idx, con, vn, acc_n, closing, touching, t, dt, P, mass, ev, eL, size, moving):
+    """Every impulse of the animation in one least-squares problem (module docstring, step 4).
 
-    def find(i):
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
+    Unknowns: the impulse of each impact candidate (3) and of each touching contact in each frame (3, scaled by
+    REST_SCALE: dearer, so that impacts explain what they can). Equations: for every moving body and interior
+    frame that any unknown touches, its residual velocity change and angular-momentum change (velocity units:
+    rows over the body's mass; angular rows over its radius too). An impact at t_k + tau enters frames k and k+1
+    with the hat weights (1 - tau/dt, tau/dt); a touching contact enters its own frame. Solved with
+    a ridge of RIDGE (near the minimum-norm solution where contacts are redundant). Returns the columns (contact rows), their
+    impulses (n, 3) [N s] and which are touching contacts."""
+    from scipy.sparse import coo_matrix, identity
+    from scipy.sparse.linalg import spsolve
+    K, B = ev.shape[:2]
+    rest = np.flatnonzero(touching)
+    cols = np.concatenate([ev_idx, rest]).astype(np.int64)
+    nc = len(cols)
+    is_rest = np.arange(nc) >= len(ev_idx)
+    if nc == 0:
+        return cols, np.zeros((0, 3)), is_rest
+    scale = np.where(is_rest, REST_SCALE, 1.0)
+    k = con.k[cols]
+    dtk = dt[np.minimum(k, len(dt) - 1)]
+    ci = np.flatnonzero(~is_rest)
+    # the sub-frame share of frame k+1: where the gap closes (else the middle of the frame)
+    g, u, a = np.maximum(con.gap[cols], 0.0), np.maximum(vn[cols], 1e-12), acc_n[cols]
+    disc = np.maximum(u * u + 2.0 * a * g, 0.0)
+    tau = np.where(closing[cols], 2.0 * g / (u + np.sqrt(disc)), 0.5 * dtk)
+    frac = np.where(is_rest, 0.0, np.clip(tau / dtk, 0.0, 1.0))
+    # (column, frame, weight) entries: impacts on frames k (1 - frac) and k+1 (frac); touching rows on k
+    e_col = np.concatenate([np.arange(nc), ci])
+    e_frame = np.concatenate([k, k[ci] + 1])
+    e_w = np.concatenate([np.where(is_rest, 1.0, 1.0 - frac), frac[ci]])
+    keep = (e_frame >= 1) & (e_frame <= K - 2) & (e_w > 0)
+    e_col, e_frame, e_w = e_col[keep], e_frame[keep], e_w[keep]
+    # both bodies of every entry: (column, frame, weight, body, sign)
+    parts = []
+    for side, sgn in ((con.a, -1.0), (con.b, 1.0)):
+        body = side[cols][e_col]
+        ok = body >= 0
+        ok[ok] = moving[body[ok]]
+        parts.append((e_col[ok], e_frame[ok], e_w[ok], body[ok], np.full(int(ok.sum()), sgn)))
+    ec, ef, ew, eb, sg = (np.concatenate(x) for x in zip(*parts))
+    ukey, blk = np.unique(eb * K + ef, return_inverse=True)
+    nb = len(ukey)
+    m = mass[eb]
+    r = 0.5 * size[eb]
+    arm = con.point[cols[ec]] - P[con.k[cols[ec]], eb]
+    base = sg * ew * scale[ec] / m
+    X = np.zeros((len(ec), 3, 3))                  # [arm]x
+    X[:, 0, 1], X[:, 0, 2] = -arm[:, 2], arm[:, 1]
+    X[:, 1, 0], X[:, 1, 2] = arm[:, 2], -arm[:, 0]
+    X[:, 2, 0], X[:, 2, 1] = -arm[:, 1], arm[:, 0]
+    rows_i = [6 * blk + a for a in range(3)] + [6 * blk + 3 + a for a in range(3) for b in range(3)]
+    cols_i = [3 * ec + a for a in range(3)] + [3 * ec + b for a in range(3) for b in range(3)]
+    vals = [base] * 3 + [ANG_WEIGHT * base * X[:, a, b] / r for a in range(3) for b in range(3)]
+    A = coo_matrix((np.concatenate(vals), (np.concatenate(rows_i), np.concatenate(cols_i))),
+                   shape=(6 * nb, 3 * nc)).tocsr()
+    body_b, frame_b = np.divmod(ukey, K)
+    y = np.zeros((nb, 6))
+    y[:, :3] = ev[frame_b, body_b]
+    y[:, 3:] = ANG_WEIGHT * eL[frame_b, body_b] / (0.5 * size[body_b] * mass[body_b])[:, None]
+    y = y.reshape(-1)
+    # ridge-regularised least squares, solved directly (sparse LU): close to the minimum-norm solution where
+    # contacts are redundant, and robust where the system is ill-conditioned (LSQR stalls on piles)
+    # in the smaller space of the equations: x = A^T (A A^T + lam I)^-1 y
+    N = (A @ A.T).tocsc()
+    lam = RIDGE * float(N.diagonal().mean())
+    x = A.T @ spsolve(N + lam * identity(N.shape[0], format="csc"), y)
+    return cols, x.reshape(nc, 3) * scale[:, None], is_rest
 
-    # a group spans at most MAX_SPAN frame intervals: a pile's contacts, chained over time, would otherwise make
-    # one group of every frame, and its momentum balance would be over the whole settling
-    last_of_body = {}
-    start = {}
-    for j, c in enumerate(ev_idx):
-        start[j] = int(con.k[c])
-        for body in (con.a[c], con.b[c]):
-            if body < 0 or not moving[body]:
-                continue
-            prev = last_of_body.get(body)
-            if prev is not None:
-                r = find(prev)
-                if con.k[c] - start[r] < MAX_SPAN and find(j) != r:
-                    rj = find(j)
-                    lo = min(start[r], start[rj])
-                    parent[rj] = r
-                    start[r] = lo
-            last_of_body[body] = j
-    groups = {}
-    for j in range(len(ev_idx)):
-        groups.setdefault(find(j), []).append(j)
-    return list(groups.values())
 
-
-def _resting_unknowns(con, calm_idx, calm_k, bodies, k0, k1, moving, cap=MAX_GROUP_BODIES):
-    """Calm contacts in frames k0..k1 of the group's bodies and of what they rest on or carry (a stack), one set of
-    rows per pair (the frame nearest k0 that has the pair): (row indices, the enlarged body set)."""
-    lo, hi = np.searchsorted(calm_k, k0), np.searchsorted(calm_k, k1, side="right")
-    rows = calm_idx[lo:hi]
-    body_set = set(bodies)
-    picked = []
-    frontier = set(bodies)
-    while frontier and len(body_set) <= cap:
-        new = set()
-        touch = np.isin(con.a[rows], list(frontier)) | np.isin(con.b[rows], list(frontier))
-        for r in rows[touch]:
-            for x in (int(con.a[r]), int(con.b[r])):
-                if x >= 0 and moving[x] and x not in body_set and len(body_set) < cap:
-                    body_set.add(x)
-                    new.add(x)
-        frontier = new
-    inside = np.array([(con.a[r] < 0 or not moving[con.a[r]] or con.a[r] in body_set)
-                       and (con.b[r] in body_set) for r in rows], bool) if len(rows) else np.zeros(0, bool)
-    rows = rows[inside]
-    if len(rows):
-        # one frame per pair: the earliest in the window
-        pair = con.a[rows] * 100003 + con.b[rows]
-        first_k = {}
-        for r, pk in zip(rows, pair):
-            first_k.setdefault(pk, con.k[r])
-        picked = [r for r, pk in zip(rows, pair) if con.k[r] == first_k[pk]]
-    return np.asarray(picked, np.int64), sorted(body_set)
-
-
-def _solve_impulses(ev_idx, con, vn, acc_n, closing, calm, t, dt, P, mass, ev, held, eL, size, moving, v_min):
-    """Impulse of every detected impact (module docstring, step 4); one dict per collision kept."""
-    if len(ev_idx) == 0:
-        return []
-    K = len(t)
-    ev_idx = ev_idx[np.argsort(con.k[ev_idx], kind="stable")]
-    calm_idx = np.flatnonzero(calm)
-    calm_idx = calm_idx[np.argsort(con.k[calm_idx], kind="stable")]
-    calm_k = con.k[calm_idx]
+def _events_from(cols, J, is_rest, con, vn, acc_n, closing, t, dt, P, vpre, mass, size, moving, v_min):
+    """Collisions from the solved impulses: impacts of one pair at nearby points (on body b) in a run of adjacent
+    frames are one collision (impulses summed, the first onset kept); a touching contact whose impulse in a frame
+    stands above its own steady level by a blow's worth (>= v_min of normal velocity change) passed a blow on (a
+    stack landing on the floor) and is an event at that frame. One dict per event."""
     out = []
-    for members in _groups(ev_idx, con, moving):
-        cs = ev_idx[members]
-        k0 = int(con.k[cs].min())
-        k1 = min(int(con.k[cs].max()) + 1, K - 2)
-        bodies_g = sorted({int(x) for c in cs for x in (con.a[c], con.b[c]) if x >= 0 and moving[x]})
-        rest, bodies_g = _resting_unknowns(con, calm_idx, calm_k, bodies_g, k0, k1, moving)
-        cols = np.concatenate([cs, rest])
-        scale = np.concatenate([np.ones(len(cs)), np.full(len(rest), REST_SCALE)])
-        nC = len(cols)
-        rows, rhs = [], []
-        # the collision's onset: the sub-frame time its first closing contact touches
-        shut = cs[closing[cs]]
-        if len(shut):
-            t_on = min(t[con.k[c]] + _closing_time(con.gap[c], vn[c], acc_n[c]) for c in shut)
+    nd = len(dt)
+
+    def finish(members, rest):
+        c = cols[members[0]]
+        Jc = J[members].sum(axis=0)
+        n = con.normal[c]
+        jn = float(Jc @ n)
+        inv_m = (0.0 if con.a[c] < 0 or not moving[con.a[c]] else 1.0 / mass[con.a[c]]) + 1.0 / mass[con.b[c]]
+        wts = np.maximum(J[members] @ n, 1e-300)
+        # MuJoCo's point lies midway across the gap: a collision with something that stays put happens on its
+        # surface
+        pts = con.point[cols[members]]
+        g_half = 0.5 * np.maximum(con.gap[cols[members]], 0.0)[:, None] * n
+        if con.a[c] < 0 or not moving[con.a[c]]:
+            pts = pts - g_half
+        elif not moving[con.b[c]]:
+            pts = pts + g_half
+        point = (pts * wts[:, None]).sum(axis=0) / wts.sum()
+        mc = cols[members]
+        if rest:
+            o, tau, tc, v_at = c, 0.0, t[con.k[c]], jn * inv_m / 1.5
+        elif closing[mc].any():
+            # onset: the first member that closed its gap at its approach speed, at the sub-frame contact time
+            o = mc[closing[mc]][np.argmin(con.k[mc[closing[mc]]])]
+            tau = float(np.clip(_closing_time(con.gap[o], vn[o], acc_n[o]), 0.0, dt[min(con.k[o], nd - 1)]))
+            tc = t[con.k[o]] + tau
+            v_at = max(float(vn[mc].max()), float(vn[o] + acc_n[o] * tau))     # the speed at contact
+            # the point slides with the bodies along the surface while the gap closes
+            drift = [vpre[con.k[o], x] * tau + 0.5 * np.array([0.0, 0.0, -GRAVITY]) * tau ** 2
+                     for x in (con.a[c], con.b[c]) if x >= 0 and moving[x]]
+            d = np.mean(drift, axis=0)
+            point = point + d - (d @ n) * n
         else:
-            t_on = t[k0] + 0.5 * dt[min(k0, len(dt) - 1)]
-        # the frames' residuals hold the steady contact force of before the onset and of after it, for as long
-        # as each acts within the frames' hat functions (the hats of frames k0..k1 sum to one on [t_k0, t_k1]
-        # and reach half a frame beyond)
-        dt_w = float(np.mean(dt[max(k0 - 1, 0):min(k1 + 1, len(dt))]))
-        w_after = ((t[k1] - t_on) + 0.5 * dt_w) / dt_w
-        w_before = (k1 - k0 + 1) - w_after
-        for body in bodies_g:
-            # momentum change over the affected frames, less the steady contact force (weight support)
-            before = held[k0 - 1, body] if k0 - 1 >= 1 else np.zeros(3)
-            after = held[k1 + 1, body] if k1 + 1 <= K - 2 else before
-            Lb = eL[k0 - 1, body] if k0 - 1 >= 1 else np.zeros(3)
-            dP = mass[body] * (ev[k0:k1 + 1, body].sum(axis=0) - w_before * before - w_after * after)
-            dL = (eL[k0:k1 + 1, body] - Lb).sum(axis=0)
-            r = 0.5 * size[body]
-            sgn = np.where(con.b[cols] == body, 1.0, np.where(con.a[cols] == body, -1.0, 0.0)) * scale
-            on = np.flatnonzero(sgn)
-            A_lin = np.zeros((3, 3 * nC))
-            A_ang = np.zeros((3, 3 * nC))
-            for j in on:
-                A_lin[:, 3 * j:3 * j + 3] = sgn[j] * np.eye(3)
-                A_ang[:, 3 * j:3 * j + 3] = sgn[j] * _cross_matrix(con.point[cols[j]] - P[con.k[cols[j]], body]) / r
-            # in velocity units (each row over the body's mass): the light body's velocity change is the clean
-            # record of a collision, a heavy body's is blurred by the changing support force under it
-            rows += [A_lin / mass[body], A_ang / mass[body]]
-            rhs += [dP / mass[body], dL / (r * mass[body])]
-        A = np.concatenate(rows)
-        y = np.concatenate(rhs)
-        J = np.linalg.lstsq(A, y, rcond=1e-8)[0].reshape(nC, 3) * scale[:, None]
-        is_rest = np.arange(nC) >= len(cs)
-        t_group = None
-        used = np.zeros(nC, bool)
-        for j in np.lexsort((is_rest, con.k[cols])):
-            if used[j]:
-                continue
-            c = cols[j]
-            near = CLUSTER_FRAC * min(_size(size, np.array([con.a[c]]))[0], size[con.b[c]])
-            same = [j]
-            used[j] = True
-            grew = True
-            while grew:
-                grew = False
-                for i in range(nC):
-                    if (not used[i] and con.a[cols[i]] == con.a[c] and con.b[cols[i]] == con.b[c]
-                            # near on body b's surface (its motion between the frames taken out)
-                            and (is_rest[j] or np.linalg.norm(_on_b(con, cols[i], P) - _on_b(con, c, P)) <= near)
-                            and min(abs(int(con.k[cols[i]]) - int(con.k[cols[x]])) for x in same) <= 1):
-                        same.append(i)
-                        used[i] = True
-                        grew = True
-            same = np.asarray(same)
-            Jc = J[same].sum(axis=0)
-            n = con.normal[c]
-            jn = float(Jc @ n)
-            inv_m = (0.0 if con.a[c] < 0 or not moving[con.a[c]] else 1.0 / mass[con.a[c]]) + 1.0 / mass[con.b[c]]
-            # a resting contact's share must exceed the weight it can carry over the frames (a body that lands
-            # and stays is held up from then on: that is support, not a blow)
-            floor = v_min + GRAVITY * (t[min(k1 + 1, K - 1)] - t[k0]) if is_rest[j] else 0.5 * v_min
-            if jn * inv_m < floor:
-                continue                                   # a graze: no momentum exchanged along the normal
-            wts = np.maximum(J[same] @ n, 1e-300)
-            # MuJoCo's point lies midway across the gap: a collision with something that stays put happens on
-            # its surface
-            pts = con.point[cols[same]]
-            g_half = 0.5 * np.maximum(con.gap[cols[same]], 0.0)[:, None] * n
-            if con.a[c] < 0 or not moving[con.a[c]]:
-                pts = pts - g_half
-            elif not moving[con.b[c]]:
-                pts = pts + g_half
-            point = (pts * wts[:, None]).sum(axis=0) / wts.sum()
-            mc = cols[same]
-            if is_rest[j]:
-                # a resting contact that passed on a blow (the floor under a stack that lands): at the group's onset
-                tc = t_group if t_group is not None else t[k0] + 0.5 * dt[min(k0, len(dt) - 1)]
-                o, v_at, tau = c, jn * inv_m / 1.5, 0.0
-            elif closing[mc].any():
-                # onset: the first member that closed its gap at its approach speed, at the sub-frame contact time
-                o = mc[closing[mc]][np.argmin(con.k[mc[closing[mc]]])]
-                tau = float(np.clip(_closing_time(con.gap[o], vn[o], acc_n[o]), 0.0, dt[min(con.k[o], len(dt) - 1)]))
-                tc = t[con.k[o]] + tau
-                v_at = max(float(vn[mc].max()), float(vn[o] + acc_n[o] * tau))     # the speed at contact
-            else:
-                # caused within a frame: the frame where the pair's velocity dropped most, at its middle
-                o = mc[np.argmax(vn[mc])]
-                tc = t[con.k[o]] + 0.5 * dt[min(con.k[o], len(dt) - 1)]
-                v_at, tau = float(vn[mc].max()), 0.0
-            if not is_rest[j]:
-                t_group = tc if t_group is None else min(t_group, tc)
-            if not closing[mc].any() and not is_rest[j] and con.a[c] >= 0 and moving[con.a[c]] \
-                    and moving[con.b[c]]:
+            # caused within a frame: the frame where the pair's velocity dropped most, at its middle
+            o = mc[np.argmax(vn[mc])]
+            tau, tc, v_at = 0.0, t[con.k[o]] + 0.5 * dt[min(con.k[o], nd - 1)], float(vn[mc].max())
+            if con.a[c] >= 0 and moving[con.a[c]] and moving[con.b[c]]:
                 point = con.point[o]               # as measured in frame k (the pose reported with it)
-            # without a flight to follow (a collision caused within the frame, a blow passed on at rest) the body
-            # that meets something fixed is moved across the gap to touch it
-            shift = np.zeros(3)
-            if tau == 0.0 and not closing[mc].any():
-                gap = max(float(con.gap[o]), 0.0)
-                if con.a[c] < 0 or not moving[con.a[c]]:
-                    shift = -gap * n
-                elif not moving[con.b[c]]:
-                    shift = gap * n
-            out.append(dict(t=tc, k=int(con.k[o]), a=int(con.a[c]), b=int(con.b[c]), point=point, normal=n,
-                            impulse=Jc, vn=float(v_at), tau=tau, shift=shift))
+        if not rest and jn * inv_m < 0.5 * v_min:
+            return                                 # a graze: no momentum exchanged along the normal
+        # without a flight to follow (a collision caused within the frame, a blow passed on at rest) the body that
+        # meets something fixed is moved across the gap to touch it
+        shift = np.zeros(3)
+        if tau == 0.0 and not closing[mc].any():
+            gap = max(float(con.gap[o]), 0.0)
+            if con.a[c] < 0 or not moving[con.a[c]]:
+                shift = -gap * n
+            elif not moving[con.b[c]]:
+                shift = gap * n
+        out.append(dict(t=tc, k=int(con.k[o]), a=int(con.a[c]), b=int(con.b[c]), point=point, normal=n,
+                        impulse=Jc, vn=float(v_at), tau=tau, shift=shift))
+
+    # impacts: per pair in frame order, each joins an open collision of its pair (adjacent frame, near on b)
+    imp = np.flatnonzero(~is_rest)
+    imp = imp[np.lexsort((con.k[cols[imp]], con.b[cols[imp]], con.a[cols[imp]]))]
+    open_ = []
+    last_pair = None
+    for j in imp:
+        c = cols[j]
+        pair = (con.a[c], con.b[c])
+        if pair != last_pair:
+            for cl in open_:
+                finish(np.asarray(cl), False)
+            open_, last_pair = [], pair
+        near = CLUSTER_FRAC * min(_size(size, np.array([con.a[c]]))[0], size[con.b[c]])
+        here = _on_b(con, c, P)
+        for cl in open_:
+            if con.k[c] - con.k[cols[cl[-1]]] <= 1 and np.linalg.norm(_on_b(con, cols[cl[-1]], P) - here) <= near:
+                cl.append(j)
+                break
+        else:
+            still = [cl for cl in open_ if con.k[c] - con.k[cols[cl[-1]]] <= 1]
+            for cl in open_:
+                if cl not in still:
+                    finish(np.asarray(cl), False)
+            open_ = still + [[j]]
+    for cl in open_:
+        finish(np.asarray(cl), False)
+
+    # touching contacts: per pair and frame, the normal impulse against the pair's own level around it
+    rest = np.flatnonzero(is_rest)
+    if len(rest):
+        rc = cols[rest]
+        B1 = int(max(con.b.max(), 0)) + 2
+        key = ((con.a[rc] + 1) * B1 + con.b[rc]) * (len(t) + 1) + con.k[rc]
+        uk, inv = np.unique(key, return_inverse=True)
+        jn = np.zeros(len(uk))
+        np.add.at(jn, inv, np.einsum("ij,ij->i", J[rest], con.normal[rc]))
+        frame_of = uk % (len(t) + 1)
+        order = np.argsort(inv, kind="stable")
+        starts = np.searchsorted(inv[order], np.arange(len(uk)))
+        ends = np.append(starts[1:], len(order))
+        # neighbours of each (pair, frame) within 3 frames: keys of one pair differ by their frame only
+        lo3 = np.searchsorted(uk, uk - 3)
+        hi3 = np.searchsorted(uk, uk + 3, side="right")
+        for i in range(len(uk)):
+            near = np.arange(lo3[i], hi3[i])
+            df = np.abs(frame_of[near] - frame_of[i])
+            if np.any(jn[near[df == 1]] > jn[i]):
+                continue                           # not the peak of its blow
+            far = near[df >= 2]
+            level = float(np.median(jn[far])) if len(far) else 0.0
+            members = rest[order[starts[i]:ends[i]]]
+            c = cols[members[0]]
+            inv_m = (0.0 if con.a[c] < 0 or not moving[con.a[c]] else 1.0 / mass[con.a[c]]) + 1.0 / mass[con.b[c]]
+            if (jn[i] - level) * inv_m >= v_min:
+                finish(members, True)
     return out
-
-
-def _cross_matrix(r):
-    return np.array([[0.0, -r[2], r[1]], [r[2], 0.0, -r[0]], [-r[1], r[0], 0.0]])
 
 
 def _event_log(events, bodies, t, P, Q, vpre, rest, dt) -> EventLog:
