@@ -43,7 +43,8 @@ def _xyz(text, option):
               help="Ground plane: auto (a Blender passive floor plane, else the lowest point any object "
                    "reaches), none, or its height Z [m].")
 @click.option("--listener", default=None, metavar="X,Y,Z",
-              help="Microphone [m] (default: Blender's camera, else 1 m in front of and 0.5 m above the objects).")
+              help="Microphone [m] (default: Blender's camera, moving with it, else 1 m in front of and 0.5 m above "
+                   "the objects).")
 @click.option("--overwrite", is_flag=True, help="Replace --out if it exists.")
 def motion_import(file, out, materials, default_material, ground, listener, overwrite):
     """Turn an animation FILE (.glb/.gltf, or .blend with `pip install 'impactsound[blender]'`) into a scene

@@ -164,7 +164,11 @@ if rigid:
     cube.rigid_body.mass = 0.1
 cube.data.materials.append(bpy.data.materials.new("Oak"))
 bpy.ops.object.camera_add(location=(0.0, -1.5, 0.4))
-scene.camera = bpy.context.active_object
+cam = bpy.context.active_object
+scene.camera = cam
+cam.keyframe_insert(data_path="location", frame=1)          # the camera dollies 0.5 m along x
+cam.location = (0.5, -1.5, 0.4)
+cam.keyframe_insert(data_path="location", frame=72)
 bpy.ops.wm.save_as_mainfile(filepath=out)
 """
 
@@ -186,8 +190,8 @@ def _make_blend(tmp_path, rigid=True):
 
 def test_blend_rigid_body_drop_imports_and_lands(tmp_path):
     """A test-made .blend (a bevelled cube with Blender rigid-body physics over a passive floor plane, 120 fps):
-    the cube is imported with its modifier applied, the plane becomes the ground, the camera the microphone, and
-    the inferred landing comes at the free-fall time from 0.275 m."""
+    the cube is imported with its modifier applied, the plane becomes the ground, the moving camera the
+    microphone's trajectory, and the inferred landing comes at the free-fall time from 0.275 m."""
     _blender_or_skip()
     from impactsound.pipeline import scene_events
     from impactsound.scene import load_scene
@@ -198,7 +202,10 @@ def test_blend_rigid_body_drop_imports_and_lands(tmp_path):
     assert "Floor" in rep["skipped"] and "ground" in rep["skipped"]["Floor"]
     scene = load_scene(toml)
     assert scene.ground.enabled and scene.ground.height == pytest.approx(0.0)
-    assert np.allclose(scene.listeners[0].position, [0.0, -1.5, 0.4])
+    mic = scene.listeners[0]                                             # carried by the moving camera
+    assert mic.moves
+    assert np.allclose(mic.position_at(0.0), [0.0, -1.5, 0.4])
+    assert np.allclose(mic.position_at(71 / 120), [0.5, -1.5, 0.4], atol=1e-6)
     assert len(scene.bodies[0].mesh.vertices) > 8                        # the bevel is there
     log = scene_events(scene)
     t_land = np.sqrt(2 * 0.275 / G)

@@ -81,7 +81,7 @@ def main(path: str, out: str) -> None:
               f"(Physics > Rigid Body), or keyframe them; objects seen: {sorted(skipped) or 'none'}")
     t = (np.asarray(frames, np.float64) - frames[0]) / fps
     meta = {"objects": objects, "skipped": skipped, "fps": fps, "ground": ground,
-            "camera": cam[0].tolist() if cam else None}
+            "camera": np.asarray(cam).tolist() if cam else None}
     np.savez(out, t=t, meta=np.asarray(json.dumps(meta)), **arrays)
 
 

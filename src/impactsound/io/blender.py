@@ -14,7 +14,7 @@ Objects read:
 - each one's mesh with its modifiers applied (the evaluated mesh, triangulated), in its own frame times its
   world scale (which must not change), its active material's name and Blender's rigid-body mass (kept in the
   scene TOML as a comment: our mass follows from the mesh and material density), and the scene camera's
-  position at the first frame (the microphone, unless the caller gives one).
+  position in every frame (the microphone, moving with the camera, unless the caller gives one).
 Units: Blender's metric scene unit (scale_length) times Blender units; +z is up, as ours.
 Everything else (lights, empties, meshes that never move and have no physics) is listed in the import
 summary as not imported, with the reason.
@@ -64,7 +64,7 @@ def read_blend_motion(path: str | Path):
         Frame times [s] from the first frame.
     objects : list of scene.motion_import.ImportedObject
     extra : dict
-        ``camera``: the camera's world position at the first frame [m] (or None); ``ground``: the height of a
+        ``camera``: the camera's world position in every frame (K, 3) [m] (or None); ``ground``: the height of a
         flat passive ground plane [m] (or None); ``skipped``: {object name: why it was not imported}.
 
     Raises
@@ -103,5 +103,6 @@ def read_blend_motion(path: str | Path):
             objects.append(ImportedObject(name=m["name"], vertices=z[f"v{i}"], faces=z[f"f{i}"],
                                           material=m["material"], position=z[f"p{i}"], quaternion=z[f"q{i}"],
                                           static=m["static"], mass=m.get("mass")))
-    return t, objects, {"camera": meta.get("camera"), "ground": meta.get("ground"), "skipped": meta["skipped"],
+    camera = None if meta.get("camera") is None else np.asarray(meta["camera"], np.float64)
+    return t, objects, {"camera": camera, "ground": meta.get("ground"), "skipped": meta["skipped"],
                         "fps": meta["fps"]}

@@ -5,6 +5,7 @@
 
 - ``DIR/meshes/<object>.obj``: each rigid object's mesh in its own frame (the file's object origin), metres;
 - ``DIR/poses.csv``: the pose table (scene/poses.py) at the file's frames, positions of each object's origin;
+- ``DIR/listener.csv``: the microphone's trajectory, when it moves with the animation's camera;
 - ``DIR/scene.toml``: one ``[[object]]`` per object with ``origin = "mesh"``, its material (mapped from the file's
   material names with ``--material NAME=ours``; an unmapped one is an error that lists them), ``[scene] motion =
   "poses.csv"`` and a duration of the animation plus one second of ring-out, a ground plane and a microphone.
@@ -84,8 +85,9 @@ def write_scene_folder(out: str | Path, source: str | Path, t, objects: list[Imp
     ground : True, float, None or False
         True: a ground plane at the lowest point any object reaches; a float: at that height [m]; None/False:
         no ground.
-    listener : array_like, shape (3,), optional
-        Microphone position [m]; default 1 m in front of (-y) and 0.5 m above the objects' first centroid.
+    listener : array_like, shape (3,) or (K, 3), optional
+        Microphone position [m], or one per frame (a camera that moves: written as the listener's trajectory,
+        ``listener.csv``); default 1 m in front of (-y) and 0.5 m above the objects' first centroid.
     sample_rate : int
     overwrite : bool
 
@@ -130,6 +132,13 @@ def write_scene_folder(out: str | Path, source: str | Path, t, objects: list[Imp
     if listener is None:
         c = P[0].mean(axis=0)
         listener = [float(c[0]), float(c[1] - 1.0), float(c[2] + 0.5)]
+    listener = np.asarray(listener, np.float64)
+    track = None
+    if listener.ndim == 2:
+        # a microphone that moves with the animation's camera: a trajectory at the frames (if it moves at all)
+        if np.ptp(listener, axis=0).max() > 1e-9:
+            track = listener
+        listener = listener[0]
     parent = out.parent
     parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=parent))
@@ -145,8 +154,14 @@ def write_scene_folder(out: str | Path, source: str | Path, t, objects: list[Imp
             lines += ["[ground]", "enabled = false", ""]
         else:
             lines += ["[ground]", 'material = "wood_hard"', f"height = {float(ground):.6g}", ""]
-        lines += ["[[listener]]", 'name = "mic"', f"position = [{listener[0]:.6g}, {listener[1]:.6g}, "
-                  f"{listener[2]:.6g}]", ""]
+        if track is None:
+            lines += ["[[listener]]", 'name = "mic"', f"position = [{listener[0]:.6g}, {listener[1]:.6g}, "
+                      f"{listener[2]:.6g}]", ""]
+        else:
+            rows = np.column_stack([t, track])
+            (tmp / "listener.csv").write_text("t,x,y,z\n" + "\n".join(",".join(f"{v:.9g}" for v in r)
+                                                                      for r in rows) + "\n")
+            lines += ["[[listener]]", 'name = "mic"', 'trajectory = "listener.csv"   # the camera, frame by frame', ""]
         names = [o.name for o in objects]
         for o in objects:
             fname = f"meshes/{_safe(o.name)}.obj"
