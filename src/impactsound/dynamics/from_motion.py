@@ -29,6 +29,8 @@ bodies"; the event model of Chadwick, Zheng & James 2012, sec. 3). From poses at
    frames are one collision (impulses summed, first onset kept); a collision whose impulse does not change the
    pair's normal velocity by v_min / 2 is a graze and dropped. A touching contact whose impulse in a frame stands
    above its own level around it by v_min's worth passed a blow on (the floor under a stack that lands): an event.
+   A joint of a moving body (a key's ball joint to its ring, a bell's cord to the world) is an unknown impulse
+   per frame at its anchor, free and never an event.
 5. **Rest.** A touching contact whose approach speed stays below v_min is resting contact: it carries the body's
    weight (shared equally among its resting contacts in that frame), it gives the events their resting supports
    (hygiene.support_at) and the bodies their resting stretches (resting.py).
@@ -322,7 +324,8 @@ def infer_events(bodies, ground, t, P, Q, *, v_min: float = V_MIN, progress=None
     # contacts that may carry impulse in a collision's frames without being its impact: touching (resting, or
     # pressed into the floor by a stack that lands on top)
     touching = ~hit & (con.gap < TOUCH + 0.01 * np.minimum(_size(size, con.a), _size(size, con.b)))
-    cols, J, is_rest = _solve_all(ev_idx, con, vn, acc_n, closing, touching, t, dt, P, mass, ev, eL, size, moving)
+    cols, J, is_rest = _solve_all(ev_idx, con, vn, acc_n, closing, touching, t, dt, P, mass, ev, eL, size, moving,
+                                  ties=_ties(bodies, P, Q))
     events = _events_from(cols, J, is_rest, con, vn, acc_n, closing, t, dt, P, vpre, mass, size, moving, v_min)
     if progress is not None:
         progress(0.95)
@@ -451,7 +454,26 @@ def _resting_rows(con, calm, t, mass) -> RawContacts:
                        impulse=con.normal[idx] * load[:, None], vn=np.zeros(len(idx)))
 
 
-def _solve_all(ev_idx, con, vn, acc_n, closing, touching, t, dt, P, mass, ev, eL, size, moving):
+def _ties(bodies, P, Q):
+    """The joints of moving bodies (a bell's cord to the world, a key's ball joint to its ring): (a, b, anchor
+    (K, 3)) per joint, a = the parent (-1: the world), anchor = the shared point in the world at every frame (carried
+    by the parent's pose; fixed for the world)."""
+    out = []
+    for i, b in enumerate(bodies):
+        m = getattr(b, "mount", None)
+        if m is None or not m.moves or m.anchor is None:
+            continue
+        anchor = np.asarray(m.anchor, np.float64)
+        if m.parent is None:
+            out.append((-1, i, np.tile(anchor, (len(P), 1))))
+        else:
+            p = int(m.parent)
+            local = quat_to_matrix(bodies[p].quaternion)[0].T @ (anchor - np.asarray(bodies[p].position, np.float64))
+            out.append((p, i, P[:, p] + np.einsum("kij,j->ki", quat_to_matrix(Q[:, p]), local)))
+    return out
+
+
+def _solve_all(ev_idx, con, vn, acc_n, closing, touching, t, dt, P, mass, ev, eL, size, moving, ties=()):
     """Every impulse of the animation in one least-squares problem (module docstring, step 4).
 
     Unknowns: the impulse of each impact candidate (3) and of each touching contact in each frame (3, scaled by
@@ -485,19 +507,32 @@ def _solve_all(ev_idx, con, vn, acc_n, closing, touching, t, dt, P, mass, ev, eL
     e_w = np.concatenate([np.where(is_rest, 1.0, 1.0 - frac), frac[ci]])
     keep = (e_frame >= 1) & (e_frame <= K - 2) & (e_w > 0)
     e_col, e_frame, e_w = e_col[keep], e_frame[keep], e_w[keep]
-    # both bodies of every entry: (column, frame, weight, body, sign)
+    # both bodies of every entry: (column, frame, weight, body, sign, point)
     parts = []
     for side, sgn in ((con.a, -1.0), (con.b, 1.0)):
         body = side[cols][e_col]
         ok = body >= 0
         ok[ok] = moving[body[ok]]
-        parts.append((e_col[ok], e_frame[ok], e_w[ok], body[ok], np.full(int(ok.sum()), sgn)))
-    ec, ef, ew, eb, sg = (np.concatenate(x) for x in zip(*parts))
+        parts.append((e_col[ok], e_frame[ok], e_w[ok], body[ok], np.full(int(ok.sum()), sgn),
+                      con.point[cols[e_col[ok]]]))
+    # joints: an unknown impulse per joint and frame at its anchor, free (scale 1 / REST_SCALE: cheaper than any
+    # contact), never an event: the cord's pull and the ring's hold are not collisions
+    n_tie = 0
+    frames = np.arange(1, K - 1)
+    for a, b, anchor in ties:
+        tcol = nc + n_tie + np.arange(len(frames))
+        n_tie += len(frames)
+        for body, sgn in ((a, -1.0), (b, 1.0)):
+            if body >= 0 and moving[body]:
+                parts.append((tcol, frames, np.ones(len(frames)), np.full(len(frames), body), np.full(len(frames), sgn),
+                              anchor[frames]))
+    scale = np.concatenate([scale, np.full(n_tie, 1.0 / REST_SCALE)])
+    ec, ef, ew, eb, sg, ep = (np.concatenate(x) for x in zip(*parts))
     ukey, blk = np.unique(eb * K + ef, return_inverse=True)
     nb = len(ukey)
     m = mass[eb]
     r = 0.5 * size[eb]
-    arm = con.point[cols[ec]] - P[con.k[cols[ec]], eb]
+    arm = ep - np.where((ec < nc)[:, None], P[con.k[cols[np.minimum(ec, nc - 1)]], eb], P[ef, eb])
     base = sg * ew * scale[ec] / m
     X = np.zeros((len(ec), 3, 3))                  # [arm]x
     X[:, 0, 1], X[:, 0, 2] = -arm[:, 2], arm[:, 1]
@@ -507,7 +542,7 @@ def _solve_all(ev_idx, con, vn, acc_n, closing, touching, t, dt, P, mass, ev, eL
     cols_i = [3 * ec + a for a in range(3)] + [3 * ec + b for a in range(3) for b in range(3)]
     vals = [base] * 3 + [ANG_WEIGHT * base * X[:, a, b] / r for a in range(3) for b in range(3)]
     A = coo_matrix((np.concatenate(vals), (np.concatenate(rows_i), np.concatenate(cols_i))),
-                   shape=(6 * nb, 3 * nc)).tocsr()
+                   shape=(6 * nb, 3 * (nc + n_tie))).tocsr()
     body_b, frame_b = np.divmod(ukey, K)
     y = np.zeros((nb, 6))
     y[:, :3] = ev[frame_b, body_b]
@@ -517,9 +552,10 @@ def _solve_all(ev_idx, con, vn, acc_n, closing, touching, t, dt, P, mass, ev, eL
     # contacts are redundant, and robust where the system is ill-conditioned (LSQR stalls on piles)
     # in the smaller space of the equations: x = A^T (A A^T + lam I)^-1 y
     N = (A @ A.T).tocsc()
-    lam = RIDGE * float(N.diagonal().mean())
+    Ac = A[:, :3 * nc]                             # the ridge's scale: the contacts' columns (not the joints')
+    lam = RIDGE * float(Ac.multiply(Ac).sum(axis=1).mean())
     x = A.T @ spsolve(N + lam * identity(N.shape[0], format="csc"), y)
-    return cols, x.reshape(nc, 3) * scale[:, None], is_rest
+    return cols, (x.reshape(-1, 3) * scale[:, None])[:nc], is_rest
 
 
 def _events_from(cols, J, is_rest, con, vn, acc_n, closing, t, dt, P, vpre, mass, size, moving, v_min):
