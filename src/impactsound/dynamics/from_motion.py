@@ -23,8 +23,8 @@ bodies"; the event model of Chadwick, Zheng & James 2012, sec. 3). From poses at
    impulses of every impact (entering frames k and k+1 with the weights of its sub-frame time) and of every
    touching contact in every frame (the support, scaled by REST_SCALE so that impacts explain what they can);
    equations: every moving body's residual momentum and angular-momentum change in every frame that an unknown
-   touches (rows in velocity units; angular rows weighted by ANG_WEIGHT), solved with a ridge RIDGE (near the
-   minimum-norm solution where contacts are redundant, e.g. a box landing flat). Every residual is used once: a
+   touches (rows in velocity units), solved with a ridge RIDGE relative to each row (near the minimum-norm
+   solution where contacts are redundant, e.g. a box landing flat). Every residual is used once: a
    settling pile's chained collisions share no frame twice. Impacts of one pair at nearby points in adjacent
    frames are one collision (impulses summed, first onset kept); a collision whose impulse does not change the
    pair's normal velocity by v_min / 2 is a graze and dropped. A touching contact whose impulse in a frame stands
@@ -60,12 +60,9 @@ CLUSTER_FRAC = 0.25
 OVERLAP_FRAC = 0.05
 #: resting contacts enter a collision's momentum balance scaled by this: dearer than its impacts (minimum norm)
 REST_SCALE = 0.3
-#: ridge of the impulse solve, relative to the mean diagonal of A A^T: keeps two nearby contacts from trading
+#: ridge of the impulse solve, relative to each row of A A^T's diagonal: keeps two nearby contacts from trading
 #: large opposite impulses to fit a noisy torque (measured on the demo and the table: bench_motion_contacts.py)
 RIDGE = 1e-3
-#: weight of the angular-momentum rows against the linear ones (the contact points are those of the frame
-#: before the contact, so the lever arms are less sure than the momentum change)
-ANG_WEIGHT = 0.3
 
 
 def _quat_mul(a, b):
@@ -483,7 +480,7 @@ def _solve_all(ev_idx, con, vn, acc_n, closing, touching, t, dt, P, mass, ev, eL
     with the hat weights (1 - tau/dt, tau/dt); a touching contact enters its own frame. Solved with
     a ridge of RIDGE (near the minimum-norm solution where contacts are redundant). Returns the columns (contact rows), their
     impulses (n, 3) [N s] and which are touching contacts."""
-    from scipy.sparse import coo_matrix, identity
+    from scipy.sparse import coo_matrix, diags
     from scipy.sparse.linalg import spsolve
     K, B = ev.shape[:2]
     rest = np.flatnonzero(touching)
@@ -540,21 +537,23 @@ def _solve_all(ev_idx, con, vn, acc_n, closing, touching, t, dt, P, mass, ev, eL
     X[:, 2, 0], X[:, 2, 1] = -arm[:, 1], arm[:, 0]
     rows_i = [6 * blk + a for a in range(3)] + [6 * blk + 3 + a for a in range(3) for b in range(3)]
     cols_i = [3 * ec + a for a in range(3)] + [3 * ec + b for a in range(3) for b in range(3)]
-    vals = [base] * 3 + [ANG_WEIGHT * base * X[:, a, b] / r for a in range(3) for b in range(3)]
+    vals = [base] * 3 + [base * X[:, a, b] / r for a in range(3) for b in range(3)]
     A = coo_matrix((np.concatenate(vals), (np.concatenate(rows_i), np.concatenate(cols_i))),
                    shape=(6 * nb, 3 * (nc + n_tie))).tocsr()
     body_b, frame_b = np.divmod(ukey, K)
     y = np.zeros((nb, 6))
     y[:, :3] = ev[frame_b, body_b]
-    y[:, 3:] = ANG_WEIGHT * eL[frame_b, body_b] / (0.5 * size[body_b] * mass[body_b])[:, None]
+    y[:, 3:] = eL[frame_b, body_b] / (0.5 * size[body_b] * mass[body_b])[:, None]
     y = y.reshape(-1)
     # ridge-regularised least squares, solved directly (sparse LU): close to the minimum-norm solution where
     # contacts are redundant, and robust where the system is ill-conditioned (LSQR stalls on piles)
     # in the smaller space of the equations: x = A^T (A A^T + lam I)^-1 y
+    # the ridge is relative to each equation's own scale (Levenberg-Marquardt style), so that a heavy body's rows
+    # (small in velocity units) are not flattened by a light one's
     N = (A @ A.T).tocsc()
-    Ac = A[:, :3 * nc]                             # the ridge's scale: the contacts' columns (not the joints')
-    lam = RIDGE * float(Ac.multiply(Ac).sum(axis=1).mean())
-    x = A.T @ spsolve(N + lam * identity(N.shape[0], format="csc"), y)
+    d = np.asarray(N.diagonal()).copy()
+    d[d <= 0] = 1.0
+    x = A.T @ spsolve(N + RIDGE * diags(d, format="csc"), y)
     return cols, (x.reshape(-1, 3) * scale[:, None])[:nc], is_rest
 
 
