@@ -145,7 +145,6 @@ def proximity(mm, P, Q, moving, margin):
         j = m.body_jntadr[i + 1]
         if moving[i] and j >= 0:
             adr[i] = m.jnt_qposadr[j]
-    geom_of = [np.flatnonzero(owner == i) for i in range(B)]
     # geoms that never move (the ground, static props) take the frame's largest margin: MuJoCo's broad phase
     # inflates each geom by its own margin, so a static geom with none would hide a fast body next to it
     still = np.flatnonzero((owner < 0) | np.isin(owner, np.flatnonzero(~np.asarray(moving))))
@@ -154,11 +153,14 @@ def proximity(mm, P, Q, moving, margin):
     # parts of a concave body are never reported within a margin, only touching
     m.opt.disableflags |= int(mujoco.mjtDisableBit.mjDSBL_MIDPHASE)
     rows = []
+    # one gather per frame: qpos slots of every posed body, and each geom's owner for its margin
+    posed = np.flatnonzero(adr >= 0)
+    slot = adr[posed][:, None] + np.arange(7)
+    geom_body = np.asarray(owner, np.int64)
+    own = np.flatnonzero((geom_body >= 0) & np.isin(geom_body, posed))
     for k in range(K):
-        for i in np.flatnonzero(adr >= 0):
-            d.qpos[adr[i]:adr[i] + 3] = P[k, i]
-            d.qpos[adr[i] + 3:adr[i] + 7] = Q[k, i]
-            gm[geom_of[i]] = margin[k, i]
+        d.qpos[slot] = np.concatenate([P[k, posed], Q[k, posed]], axis=1)
+        gm[own] = margin[k, geom_body[own]]
         gm[still] = margin[k].max()
         m.geom_margin[:] = gm
         mujoco.mj_kinematics(m, d)

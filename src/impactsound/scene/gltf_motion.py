@@ -18,7 +18,6 @@ z -> -y). A node whose world scale changes over time is not rigid: an error name
 from __future__ import annotations
 
 import base64
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -29,20 +28,6 @@ _DTYPE = {5120: np.int8, 5121: np.uint8, 5122: np.int16, 5123: np.uint16, 5125: 
 _WIDTH = {"SCALAR": 1, "VEC2": 2, "VEC3": 3, "VEC4": 4, "MAT4": 16}
 #: glTF world (+y up) -> ours (+z up): a rotation of +90 degrees about x
 _Y_UP = np.array([[1.0, 0.0, 0.0], [0.0, 0.0, -1.0], [0.0, 1.0, 0.0]])
-
-
-@dataclass
-class AnimatedObject:
-    """One rigid object of an animation: name; mesh vertices (n, 3) [m] and faces (m, 3) in its own frame;
-    material name ("" when none); pose per frame: positions (K, 3) [m] of its frame's origin and orientations
-    (K, 4) (w, x, y, z), in our world (+z up)."""
-
-    name: str
-    vertices: np.ndarray
-    faces: np.ndarray
-    material: str
-    position: np.ndarray
-    quaternion: np.ndarray
 
 
 def _fail(path, msg):
@@ -116,7 +101,7 @@ def _sample(times, values, interp, t, rotation):
     return np.stack([np.interp(t, times, values[:, j]) for j in range(values.shape[1])], axis=1)
 
 
-def read_gltf_motion(path: str | Path) -> tuple[np.ndarray, list[AnimatedObject]]:
+def read_gltf_motion(path: str | Path) -> tuple[np.ndarray, list]:
     """The animated rigid objects of a glTF file (module docstring).
 
     Parameters
@@ -128,13 +113,16 @@ def read_gltf_motion(path: str | Path) -> tuple[np.ndarray, list[AnimatedObject]
     -------
     t : ndarray, shape (K,)
         Frame times [s] (the file's key times).
-    objects : list of AnimatedObject
+    objects : list of scene.motion_import.ImportedObject
+        Name (the node's), mesh in the node's own frame times its world scale, glTF material name, and the pose
+        of the node's origin per frame in our world (+z up).
 
     Raises
     ------
     InputError
         No animation, no animated mesh, a scale that changes, a mesh that is not triangles: naming file and node.
     """
+    from .motion_import import ImportedObject
     path = Path(path)
     if not path.is_file():
         _fail(path, "glTF file not found")
@@ -229,7 +217,7 @@ def read_gltf_motion(path: str | Path) -> tuple[np.ndarray, list[AnimatedObject]
                 material = g.materials[prim.material].name or f"material{prim.material}"
         from ..rotation import matrix_to_quat
         Rw_z = _Y_UP @ Rw
-        objects.append(AnimatedObject(name=name, vertices=np.concatenate(verts) * scale[0], faces=np.concatenate(faces),
+        objects.append(ImportedObject(name=name, vertices=np.concatenate(verts) * scale[0], faces=np.concatenate(faces),
                                       material=material, position=W[:, :3, 3] @ _Y_UP.T,
                                       quaternion=matrix_to_quat(Rw_z)))
     if not objects:

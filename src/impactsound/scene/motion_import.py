@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -31,8 +31,10 @@ TAIL = 1.0
 
 @dataclass
 class ImportedObject:
-    """One object of an imported animation (see scene/gltf_motion.AnimatedObject); ``static`` for a passive body
-    that never moves, ``mass`` [kg] when the file gives one (None: from mesh and material)."""
+    """One rigid object of an imported animation: name; mesh vertices (n, 3) [m] and faces (m, 3) in its own frame;
+    the file's material name ("" when none); pose per frame: positions (K, 3) [m] of its frame's origin and
+    orientations (K, 4) (w, x, y, z), our world (+z up); ``static`` for a passive body that never moves, ``mass``
+    [kg] when the file gives one (None: from mesh and material)."""
 
     name: str
     vertices: np.ndarray
@@ -42,7 +44,6 @@ class ImportedObject:
     quaternion: np.ndarray
     static: bool = False
     mass: float | None = None
-    extra: dict = field(default_factory=dict)
 
 
 def parse_material_map(items) -> dict:
@@ -211,8 +212,7 @@ def import_animation(path: str | Path, out: str | Path, **kw) -> tuple[Path, dic
     skipped = {}
     if suffix in (".glb", ".gltf"):
         from .gltf_motion import read_gltf_motion
-        t, objs = read_gltf_motion(path)
-        objects = [ImportedObject(o.name, o.vertices, o.faces, o.material, o.position, o.quaternion) for o in objs]
+        t, objects = read_gltf_motion(path)
     elif suffix == ".blend":
         from ..io.blender import read_blend_motion
         t, objects, extra = read_blend_motion(path)

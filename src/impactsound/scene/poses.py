@@ -20,7 +20,7 @@ its negative are the same rotation; a sign flip between frames is allowed and ma
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -45,7 +45,6 @@ class PoseTrack:
     position: np.ndarray
     quaternion: np.ndarray
     path: str = "<poses>"
-    origin: dict = field(default_factory=dict)      # {name: "com" | "mesh"} once converted (to_com)
 
     @property
     def frame_rate(self) -> float:
@@ -252,8 +251,6 @@ def check_track(track: PoseTrack, bodies, duration: float) -> PoseTrack:
     if held:
         _fail(path, f"object(s) {held} are static or fixed in the scene but have poses; remove their rows or "
                     "their static/joint keys")
-    if track.t[0] > 0.0 + 1e-9 * max(1.0, duration):
-        pass                                               # motion before the first frame holds the first pose
     keep = track.t <= duration + 1e-9
     if keep.sum() < 3:
         _fail(path, f"fewer than 3 frames lie within the scene's duration ({duration:g} s); frame times start at "
@@ -273,7 +270,7 @@ def check_track(track: PoseTrack, bodies, duration: float) -> PoseTrack:
             P[:, i], Q[:, i] = p, q
         else:
             P[:, i], Q[:, i] = np.asarray(b.position, np.float64), np.asarray(b.quaternion, np.float64)
-    return PoseTrack(t, names, P, Q, path, origin={b.name: "com" for b in bodies})
+    return PoseTrack(t, names, P, Q, path)
 
 
 def write_pose_table(path: str | Path, t, names, position, quaternion) -> Path:
