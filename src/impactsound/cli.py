@@ -369,6 +369,10 @@ def pan():
 @click.option("--rho", type=float, help="Density [kg/m^3].")
 @click.option("--directions", default="5x10", show_default=True,
               help="Direction grid THETAxPHI (the paper uses 5x10 for small objects, 40x80 for detail).")
+@click.option("--radial-terms", type=click.IntRange(1, 5), default=3, show_default=True,
+              help="Radial terms N of the fitted series sum_k q_k(t - R/c) / R^k (the paper uses 2; 3 measured "
+                   "the most accurate). A scene uses the field when this matches its "
+                   "[source.acceleration_noise] radial_terms.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
               help="Write the PAN asset here (default: the asset cache, where scene renders find it).")
 @click.option("--yes", is_flag=True, help="Do not ask before a long run.")
@@ -382,8 +386,8 @@ def pan():
               help="Local worker processes, one field each (default 1: the FDTD solver already uses every core). "
                    "Not used with a reachable --scheduler.")
 @click.pass_obj
-def pan_precompute(obj: _Ctx, mesh: Path, material, E, nu, rho, directions, out, yes, scheduler, fallback_local,
-                   workers):
+def pan_precompute(obj: _Ctx, mesh: Path, material, E, nu, rho, directions, radial_terms, out, yes, scheduler,
+                   fallback_local, workers):
     """Precompute the six rigid-body acceleration-noise fields of MESH (watertight, metres; body frame).
 
     Prints the grid, memory and work first. Interrupt it and run it again: finished fields are kept
@@ -408,7 +412,7 @@ def pan_precompute(obj: _Ctx, mesh: Path, material, E, nu, rho, directions, out,
         raise InputError(f"--directions {directions!r}: expected THETAxPHI with THETA >= 2, PHI >= 3, e.g. 5x10")
     surf = load_surface(mesh)
     check_surface(surf, str(mesh))
-    job = plan_pan(surf, mat, n_theta=nt, n_phi=nph)
+    job = plan_pan(surf, mat, n_theta=nt, n_phi=nph, n_terms=radial_terms)
     e = job.estimate()
     obj.progress.message(f"{mesh.name}: mass {job.mass:.4g} kg, h = {job.h * 1e6:.3g} us, grid {e['grid'][0]}^3 "
                          f"(dx {e['dx_m'] * 1e3:.3g} mm), {e['steps']} steps x 6 fields = "

@@ -103,7 +103,7 @@ import trimesh
 from impactsound.constants import AIR_C, AIR_RHO
 from impactsound.materials import get_material
 from impactsound.sources.pan import soundbank as sb
-from impactsound.sources.pan.field import direction_vectors
+from impactsound.sources.pan.field import N_TERMS, direction_vectors
 from impactsound.sources.pan.precompute import plan_pan, run_pan
 from impactsound.sources.pan.proxy import BANK_A, Proxy, bank_entries, fit_proxy, nearest_entry
 from impactsound.sources.pan.proxy_synth import synthesize_proxy
@@ -186,10 +186,11 @@ def even_cells(plan):
 
 def own_field(case: Case, refine: float = 1.0, n_theta: int = 6, n_phi: int = 12):
     """The object's own PAN field (FDTD precompute of its mesh) with the pulse h of the case, on a grid of cell
-    case.dx / refine (cells_per_wavelength chosen for it), even cell count."""
+    case.dx / refine (cells_per_wavelength chosen for it), even cell count, with the bank's radial terms (N = 2, not
+    own fields' default 3: these checks compare the bank's scaling and proxy, not the radial series)."""
     dx = case.dx / refine
     job = plan_pan(case.mesh, MATERIAL, h=case.h, c=AIR_C, rho=AIR_RHO, cells_per_wavelength=2.0 * AIR_C * case.h / dx,
-                   n_theta=n_theta, n_phi=n_phi)
+                   n_theta=n_theta, n_phi=n_phi, n_terms=N_TERMS)
     assert abs(job.plan.dx / dx - 1.0) < 1e-9, "test setup: plan_pan did not take the requested cell size"
     job.plan = even_cells(job.plan)
     return run_pan(job)

@@ -63,6 +63,15 @@ ASSET_KIND_VERSION = 1
 KAPPA = 2.0 ** 0.25
 N_RADII = 5
 N_TERMS = 2
+#: radial terms N of the series sum_k q_k(t - R/c) / R^k of own fields (precompute.plan_pan; the proxy soundbank
+#: keeps the paper's N = 2, Chadwick, Zheng & James 2012, sec. 4.2). Measured on a rotated 20 x 12 x 7 mm steel
+#: box (h = 36 us) against a direct FDTD run at 8 R_b in grid directions, the rms error of N = 1..5 was
+#: 25/3.8/2.0/7.3/20 % (a_x), 45/9.5/2.7/13/42 % (alpha_x), 47/11/4.2/13/33 % (alpha_z): a third term takes up
+#: the near-field 1/R^3 part that N = 2 folds into the far field (there the rotation fields' 1/R coefficient kept a
+#: net area of 11-12 % of its L1 norm, where the exact far field, a time derivative, has none; N = 3: 1.8-4.4 %),
+#: while N >= 4 over-fits five radii. N = 3 also cut the alpha error of a near-spherical eight-sided die from 71 to
+#: 26 % at equal translation error (1 %).
+RADIAL_TERMS = 3
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -38,7 +38,7 @@ from ...constants import AIR_C, AIR_RHO, BANK_EPS
 from ...errors import InputError
 from ...materials import Material
 from ...wave.voxel import inside_grid
-from .field import N_RADII, fit_pan_field, sample_points, shell_radii
+from .field import N_RADII, RADIAL_TERMS, fit_pan_field, sample_points, shell_radii
 from .pulse import psi
 from .solve import DECAY_DB, PANGridPlan, decay_envelope, has_decayed, plan_grid, run_fields
 from .timescale import pulse_timescale
@@ -91,6 +91,8 @@ class PANJob:
         FDTD field dtype.
     key : str
         Content hash of everything above that affects the result.
+    n_terms : int
+        Radial terms N of the fitted series.
     """
 
     mesh: object                    # trimesh.Trimesh, body frame (centre of mass at the origin) [m]
@@ -108,6 +110,7 @@ class PANJob:
     rho: float
     dtype: str
     key: str                        # content hash of all of the above that affects the result
+    n_terms: int = RADIAL_TERMS     # radial terms N of the fit
 
     @property
     def max_duration(self) -> float:
@@ -135,7 +138,8 @@ class PANJob:
 def plan_pan(mesh, material: Material, *, n_theta: int = 5, n_phi: int = 10, c: float = AIR_C,
              rho: float = AIR_RHO, duration: float | None = None, cells_per_wavelength: float = 10.0,
              dtype: str = "float32", max_bytes: float = 8e9, h: float | None = None,
-             max_duration: float | None = None, decay_db: float = DECAY_DB) -> PANJob:
+             max_duration: float | None = None, decay_db: float = DECAY_DB,
+             n_terms: int = RADIAL_TERMS) -> PANJob:
     """Plan the precompute of a mesh; nothing is run.
 
     Parameters
@@ -163,6 +167,8 @@ def plan_pan(mesh, material: Material, *, n_theta: int = 5, n_phi: int = 10, c: 
         Cap of an adaptive run [s] (default the least + 60 R_b/c).
     decay_db : float, optional
         Decay that ends an adaptive run [dB].
+    n_terms : int, optional
+        Radial terms N of the fitted series, 1 to the number of fit radii (5); default :data:`RADIAL_TERMS`.
 
     Returns
     -------
@@ -171,8 +177,13 @@ def plan_pan(mesh, material: Material, *, n_theta: int = 5, n_phi: int = 10, c: 
     Raises
     ------
     InputError
-        On a non-watertight mesh or non-positive h, duration or max_duration.
+        On a non-watertight mesh, non-positive h, duration or max_duration, or n_terms outside 1..5.
     """
+    import numbers
+    if isinstance(n_terms, bool) or not isinstance(n_terms, numbers.Integral) or not 1 <= int(n_terms) <= N_RADII:
+        raise InputError(f"PAN precompute: radial_terms = {n_terms!r} must be a whole number from 1 to {N_RADII} "
+                         f"(the fit radii); {RADIAL_TERMS} is the measured default")
+    n_terms = int(n_terms)
     if not mesh.is_watertight:
         raise InputError("PAN precompute needs a watertight mesh to voxelize; repair it (trimesh.repair.fill_holes "
                          "or a mesher such as fTetWild)")
@@ -203,10 +214,10 @@ def plan_pan(mesh, material: Material, *, n_theta: int = 5, n_phi: int = 10, c: 
     key = content_hash(CODE_VERSION, np.asarray(body.vertices, np.float64), np.asarray(body.faces, np.int64),
                        material.as_dict(), int(n_theta), int(n_phi), float(c), float(rho), float(duration),
                        float(cells_per_wavelength), str(dtype), float(h), plan.shape, plan.dx, plan.dt, plan.n_steps,
-                       plan.min_steps, plan.decay_db, plan.window_steps)
+                       plan.min_steps, plan.decay_db, plan.window_steps, n_terms)
     return PANJob(mesh=body, material=material, n_theta=int(n_theta), n_phi=int(n_phi), h=h, mass=mass,
                   inertia=inertia, R_b=R_b, radii=radii, duration=float(duration), plan=plan, c=float(c),
-                  rho=float(rho), dtype=str(dtype), key=key)
+                  rho=float(rho), dtype=str(dtype), key=key, n_terms=n_terms)
 
 
 class MeshInside:
@@ -335,7 +346,8 @@ def run_pan(job: PANJob, *, checkpoint_dir: str | Path | None = None, progress=N
             "fdtd_dt": plan.dt, "fdtd_steps": T, "duration": T * plan.dt, "fdtd_run": run,
             "code_version": CODE_VERSION, "dtype": job.dtype}
     return fit_pan_field(p, radii=job.radii, c=job.c, rho=job.rho, dt=plan.dt, t_start=plan.dt - t_shift,
-                         h=h, R_b=job.R_b, mass=job.mass, inertia=job.inertia, inputs_hash=job.key, meta=meta)
+                         h=h, R_b=job.R_b, mass=job.mass, inertia=job.inertia, n_terms=job.n_terms,
+                         inputs_hash=job.key, meta=meta)
 
 
 def pan_asset_path(job: PANJob, cache=None) -> Path:

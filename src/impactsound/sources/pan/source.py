@@ -28,7 +28,7 @@ from ...rotation import to_body
 from ..base import check_objects_known, render_arguments
 from ..modal_kernel import default_threads
 from ..registry import SourceKind, register
-from .field import angle_weights
+from .field import N_RADII, RADIAL_TERMS, angle_weights
 from .proxy_field import ProxyFields
 from .synth import PANTable, synthesize_pan
 from .timescale import acceleration_amplitudes
@@ -344,6 +344,12 @@ class PANOptions(BaseModel):
     bank_path : str, optional
         The bank file (default: the cache folder's ``soundbank_<preset>_eps<eps>_v<version>.h5``); relative to
         the scene file's folder.
+    directions : str, optional
+        Direction grid of own PAN fields, "THETAxPHI".
+    h : float, optional
+        Pulse time scale of own PAN fields [s].
+    radial_terms : int, optional
+        Radial terms N of own PAN fields (1-5, default 3, chosen by measurement: field.RADIAL_TERMS).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -365,6 +371,10 @@ class PANOptions(BaseModel):
                             "precomputed with `impactsound pan precompute --directions` is used when it matches")
     h: float | None = Field(default=None, gt=0, description="pulse time scale of own PAN fields [s] (default: "
                             "from the object's mass and material, sec. 4.3)")
+    radial_terms: int = Field(default=RADIAL_TERMS, ge=1, le=N_RADII, strict=True,
+                              description="radial terms N of own PAN fields' series sum_k q_k(t - R/c) / R^k "
+                              "(the paper's N = 2 folds the near field into the far field; 3, the default, was "
+                              "the most accurate measured; the proxy soundbank keeps 2)")
 
     @field_validator("directions")
     @classmethod
@@ -496,7 +506,7 @@ def prepare(scene, progress=QUIET) -> PANPrepared:
         if model in ("auto", "pan"):
             nt, nph = parse_directions(opts.directions)
             job = plan_pan(body.mesh, body.material, c=scene.air.c, rho=scene.air.rho, n_theta=nt, n_phi=nph,
-                           h=opts.h)
+                           h=opts.h, n_terms=opts.radial_terms)
             est = job.estimate()
             if model == "pan" or est["cell_updates"] <= opts.budget:
                 own[body.name] = _own_field(body, job, est, progress)
