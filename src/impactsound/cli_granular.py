@@ -135,10 +135,16 @@ def simulate_cmd(obj, scene_file: Path, out: Path):
 @click.option("--polar-bins", type=int, default=8, show_default=True, help="Normal cos(polar) bins (equal area).")
 @click.option("--v0-bins", type=int, default=32, show_default=True, help="Log-spaced approach-speed bins.")
 @click.option("--radius-classes", type=int, default=None, help="Group a radius distribution into K classes.")
+@click.option("--restitution-step", type=float, default=0.02, show_default=True,
+              help="Group the restitution e into classes this wide, each its members' mean (a simulated pour's e "
+                   "varies per collision; a hit's impulse (1 + e) m v0 moves by less than step / (1 + e)); 0 keeps "
+                   "every distinct e.")
+@click.option("--no-restitution", is_flag=True,
+              help="Drop the restitution: generated hits use the scene's [granular] restitution.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True, help="The model (.h5).")
 @click.pass_obj
 def fit_cmd(obj, events_file: Path, window, cell, t_bins, azimuth_bins, polar_bins, v0_bins, radius_classes,
-            out: Path):
+            restitution_step, no_restitution, out: Path):
     """Fit the statistical collision model (local densities per time window and cell) to EVENTS_FILE, a
     granular event table; `granular generate` draws new collisions from it."""
     from .sources.granular.events import load_events
@@ -147,6 +153,8 @@ def fit_cmd(obj, events_file: Path, window, cell, t_bins, azimuth_bins, polar_bi
     with _progress(obj).stage("fitting the collision model"):
         model = fit_model(ev, window=window, cell=cell, t_bins=t_bins, azimuth_bins=azimuth_bins,
                           polar_bins=polar_bins, v0_bins=v0_bins, radius_classes=radius_classes,
+                          keep_restitution=not no_restitution,
+                          restitution_step=None if restitution_step == 0 else restitution_step,
                           where=str(events_file))
     save_model(out, model)
     click.echo(f"{out}: {len(model.block_type)} window x cell blocks, {len(model.bin_count)} histogram bins, "
