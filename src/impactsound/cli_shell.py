@@ -31,7 +31,10 @@ def load_shell_mesh(path: Path):
         raise MeshError(f"{path}: cannot read a triangle mesh ({type(exc).__name__}: {exc})") from None
     if len(mesh.faces) == 0:
         raise MeshError(f"{path}: the file holds no triangles")
-    return np.asarray(mesh.vertices, np.float64), np.asarray(mesh.faces, np.int64)
+    from .mesh.surface import check_units
+    v, f = np.asarray(mesh.vertices, np.float64), np.asarray(mesh.faces, np.int64)
+    check_units(v[np.unique(f)], str(path))
+    return v, f
 
 
 @shell.command("modes")
@@ -59,7 +62,10 @@ def modes(mesh: Path, thickness, material, E, nu, rho, count, f_max, bending, as
     if not (np.isfinite(f_max) and f_max > 0):
         raise InputError(f"--f-max {f_max}: give a positive frequency [Hz]")
     v, f = load_shell_mesh(mesh)
-    model = ShellModel(v, f, thickness, mat, bending=bending)
+    try:
+        model = ShellModel(v, f, thickness, mat, bending=bending)
+    except (InputError, MeshError) as exc:          # the model names the edge or triangle; add the file
+        raise type(exc)(f"{mesh}: {exc}") from None
     res = shell_modes(model, f_max=f_max, n_modes=count)
     freqs = [float(x) for x in res.frequencies_hz]
     if as_json:

@@ -231,6 +231,8 @@ def prepare_render(scene, progress: Progress = QUIET, events: EventLog | None = 
         scene = load_scene(scene)
     cache_dir()                 # a cache path that cannot be used is an error now, not after the dynamics ran
     kinds = [registry.get(k, where=scene.path) for k in scene.sources]
+    # the granular sources read their own event table and check it as the rigid logs are checked
+    scene.__dict__["_allow_implausible"] = bool(allow_implausible)
     if events is None and not any(k.rigid_events for k in kinds):
         # granular sources only: their collisions come from the [granular] table, not from the rigid bodies
         events = EventLog.empty(scene.body_names)

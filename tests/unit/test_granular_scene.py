@@ -231,3 +231,75 @@ height = 0.02
     assert g.duration == pytest.approx(0.6) and len(g) > len(ev)
     from impactsound.cli import main
     assert main(["-q", "granular", "generate", str(tmp_path / "m.h5"), "--out", str(tmp_path / "g.txt")]) == 2
+
+
+@pytest.fixture(scope="module")
+def pour_table():
+    from impactsound.scene import load_scene
+    from impactsound.sources.granular.scene_events import granular_events
+    return granular_events(load_scene(_pour_scene()))
+
+
+def _log_scene(tmp_path, ev, name="pour.csv", **scene):
+    from impactsound.scene import load_scene
+    from impactsound.sources.granular.events import save_events
+    save_events(tmp_path / name, ev)
+    d = _pour_scene(events="log", log=name)
+    del d["granular"]["funnel"]
+    d["scene"].update(scene)
+    return load_scene(d, base=tmp_path)
+
+
+@pytest.mark.parametrize("column, factor, match", [
+    ("t", 1000.0, r"row \d+, column time = .* past the scene's duration .*milliseconds"),
+    ("radius_a", 1000.0, r"row \d+, column radius_a = .* too large to fit the container 'cup'.*millimetres"),
+    ("v0", 1000.0, r"row \d+, column v0 = .* m/s is faster than .*mm/s"),
+    ("point", 1000.0, r"row \d+, column\(s\) px, py, pz = .*millimetres"),
+])
+def test_granular_log_in_other_units_is_refused(tmp_path, pour_table, column, factor, match):
+    """A granular table in ms, mm or mm/s used to render silence (or hang) with exit 0: each is refused naming the
+    file, the row and the column, with the fix; --allow-implausible renders it anyway with a warning."""
+    import dataclasses
+
+    import impactsound as isnd
+    from impactsound.dynamics.plausibility import ImplausibleEventWarning
+    from impactsound.sources.granular.scene_events import granular_events
+    ev = dataclasses.replace(pour_table, **{column: getattr(pour_table, column) * factor})
+    scene = _log_scene(tmp_path, ev)
+    with pytest.raises(InputError, match=match) as err:
+        granular_events(scene)
+    assert "pour.csv" in str(err.value) and "--allow-implausible" in str(err.value)
+    if column == "t":                      # rendered anyway, with the warnings (a grain-noise-only render)
+        scene = _log_scene(tmp_path, ev)
+        scene.sources = ["grain_noise"]
+        with pytest.warns(ImplausibleEventWarning, match="milliseconds"):
+            r = isnd.render_scene(scene, allow_implausible=True)
+        assert r.info["granular"]["grain_collisions"] == 0
+
+
+def test_granular_log_longer_than_the_scene_is_cut_with_a_warning(tmp_path, pour_table):
+    from impactsound.sources.granular.plausibility import GranularLogWarning
+    from impactsound.sources.granular.scene_events import granular_events
+    scene = _log_scene(tmp_path, pour_table, name="pour.npz", duration=0.4)
+    late = int((pour_table.t >= 0.4).sum())
+    assert 0 < late < len(pour_table) // 2
+    with pytest.warns(GranularLogWarning, match=rf"{late} of the {len(pour_table)} rows .* left out"):
+        ev = granular_events(scene)
+    assert len(ev) == len(pour_table) - late
+
+
+@pytest.mark.parametrize("change, match", [
+    ({"radius": 1.0, "stream": {"position": [0, 0, 0.13], "radius": 0.004, "rate": 100}},
+     r"granular\.radius = 1 m: .* cannot fit the container's inside .*metres"),
+    ({"radius": 0.001, "stream": {"position": [0, 0, 0.13], "radius": 0.004, "rate": 1e5}},
+     r"granular\.stream: .* \(granular\.stream\.rate, granular\.stream\.radius"),
+    ({"count": 200000}, r"<scene dict>: granular\.count = 200000: only \d+ of 200000 grains fit .*granular\.funnel"),
+])
+def test_grains_that_cannot_fit_are_refused_with_the_scene_field(change, match):
+    from impactsound.scene import load_scene
+    from impactsound.sources.granular.scene_events import granular_events
+    d = _pour_scene(**change)
+    if "stream" in change:
+        del d["granular"]["funnel"]
+    with pytest.raises(InputError, match=match):
+        granular_events(load_scene(d))

@@ -293,7 +293,8 @@ def test_output_never_depends_on_the_cache(tmp_path, monkeypatch):
 def test_listener_on_or_below_the_floor_is_an_input_error(tmp_path):
     scene = _scene(tmp_path, listener=(0.3, 0.0, 0.0))
     m = scene.bodies[0].mass
-    with pytest.raises(InputError, match=r"listener channel 0 .* on or below the ground plane"):
+    with pytest.raises(InputError, match=r"<scene>: listener 'mic0' \(channel 0\) .* on or below the ground plane"
+                       r".*raise its \[\[listener\]\] position"):
         render_scene(scene, events=_hits(scene, [(0, 0.004, (0.0, 0.0), 1.5 * m, 1.0)]))
     with pytest.raises(InputError, match="below the ground"):
         _scene(tmp_path, listener=(0.3, 0.0, -0.01))
@@ -383,3 +384,11 @@ def test_cli_lists_the_ground_source():
     line = [s for s in out.output.splitlines() if s.startswith("ground ")]
     assert line and "floor" in line[0]
     assert "kernel = K4" in out.output
+
+
+def test_ground_with_no_poisson_ratio_names_the_scene_field(tmp_path):
+    """A ground Poisson's ratio of 0 names the scene (file) and the field ground.material."""
+    from impactsound.sources.ground.source import prepare
+    scene = _scene(tmp_path, ground={"material": {"name": "x", "E": 1e9, "nu": 0.0, "rho": 1000.0}})
+    with pytest.raises(InputError, match=r"<scene>: ground\.material: 'x' has Poisson's ratio nu = 0\.0"):
+        prepare(scene)

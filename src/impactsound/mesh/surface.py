@@ -191,6 +191,26 @@ def units_advice(size: float, scale: float | None = 1.0) -> str:
 
 
 # ---- checks ---------------------------------------------------------------------------------------------------
+def check_units(vertices, source: str = "mesh", *, scale: float | None = None, warn: bool = True) -> None:
+    """The units check alone, for surfaces that need not be closed (thin-shell mid-surfaces): a bounding box
+    larger than 10 m or smaller than 1 mm is a MeshError, one outside 5 mm to 1 m a :class:`MeshWarning`
+    (if ``warn``), each saying which unit scale would fix it (``scale``: the one the caller already applied)."""
+    v = np.asarray(vertices, dtype=np.float64)
+    if not np.isfinite(v).all() or len(v) == 0:
+        return                                  # the shell model's own checks name the vertex
+    size = float(np.ptp(v, axis=0).max())
+    if size > MAX_SIZE_M or size < MIN_SIZE_M:
+        which = "is" if size > MAX_SIZE_M else "is only"
+        raise MeshError(f"{source}: bounding box {which} {size:g} m across; coordinates must be in metres "
+                        f"({units_advice(size, scale)})")
+    lo, hi = PLAUSIBLE_SIZE_M
+    if warn and not lo <= size <= hi:
+        what = "large" if size > hi else "small"
+        warnings.warn(f"{source}: the object is {_fmt_len(size)} across, {what} for an impact-sound object "
+                      f"({_fmt_len(lo)} to {_fmt_len(hi)} expected); {units_advice(size, scale)}", MeshWarning,
+                      stacklevel=2)
+
+
 def check_surface(mesh, source: str = "mesh", *, density: float | None = None, scale: float | None = None,
                   warn: bool = True) -> None:
     """Raise MeshError (naming ``source``) unless ``mesh`` bounds one solid in metres.

@@ -150,15 +150,23 @@ def thicken(V, F, thickness: float):
 
 def lumped_mass_properties(V, F, thickness: float, rho: float):
     """Mass [kg], centre of mass (3,) [m] and inertia (3, 3) about it [kg m^2] of a thin shell, from the lumped
-    vertex masses rho h A_i / 3 (the shell model's mass matrix)."""
+    vertex masses rho h A_i / 3 (the shell model's mass matrix), plus the wall's own through-thickness term
+    m_f h^2/12 (I - n_f n_f^T) per triangle (a slab's second moment across its thickness). Without it a flat
+    shell's moments satisfy A + B = C only to rounding, and MuJoCo may refuse them (triangle inequality); with it
+    A + B - C = M h^2/6, a plate's exact value."""
     V = np.asarray(V, np.float64)
     F = np.asarray(F, np.int64)
-    area = 0.5 * np.linalg.norm(np.cross(V[F[:, 1]] - V[F[:, 0]], V[F[:, 2]] - V[F[:, 0]]), axis=1)
+    cross = np.cross(V[F[:, 1]] - V[F[:, 0]], V[F[:, 2]] - V[F[:, 0]])
+    twice = np.linalg.norm(cross, axis=1)
+    area = 0.5 * twice
     m = np.bincount(F.ravel(), np.repeat(rho * thickness * area / 3.0, 3), minlength=len(V))
     M = float(m.sum())
     com = (m[:, None] * V).sum(axis=0) / M
     x = V - com
     I = np.eye(3) * float((m * (x * x).sum(axis=1)).sum()) - (m[:, None, None] * x[:, :, None] * x[:, None, :]).sum(0)
+    n = cross / np.where(twice > 0, twice, 1.0)[:, None]
+    mf = rho * thickness * area * thickness**2 / 12.0
+    I += np.eye(3) * float(mf.sum()) - (mf[:, None, None] * n[:, :, None] * n[:, None, :]).sum(0)
     return M, com, I
 
 
@@ -186,6 +194,8 @@ def shell_surface(shape: str | None, size: dict, mesh_path: Path | None, scale: 
     F = np.asarray(m.faces, np.int64)
     if len(F) == 0:
         raise MeshError(f"{where}.mesh: {mesh_path} holds no triangles")
+    from ..mesh.surface import check_units
+    check_units(V[np.unique(F)], f"{where}.mesh ({mesh_path})", scale=float(scale))
     return V, F, str(mesh_path)
 
 

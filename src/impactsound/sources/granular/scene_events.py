@@ -43,7 +43,11 @@ def granular_events(scene, progress=QUIET) -> GranularEvents:
     setup = scene.granular
     if setup.events == "log":
         from .events import load_events
+        from .plausibility import check_granular_table
         ev = load_events(setup.log)
+        # a table in other units renders silence or nonsense without a word: check it against the scene
+        ev = check_granular_table(ev, scene, str(setup.log), csv=str(setup.log).lower().endswith(".csv"),
+                                  allow_implausible=bool(scene.__dict__.get("_allow_implausible", False)))
     elif setup.events == "generate":
         from .generator import generate, load_model
         model = load_model(setup.model)
@@ -106,6 +110,21 @@ def _simulated(scene, setup, progress) -> GranularEvents:
     return ev
 
 
+def _check_grain_size(setup, inner_radius: float) -> None:
+    """Grains that cannot enter the cup or pass the funnel's hole are refused (a metre-sized "grain" written in
+    millimetres used to run for minutes and render nothing useful)."""
+    r_max = setup.radius * (1.0 + setup.radius_spread)
+    if 2.0 * r_max >= inner_radius:
+        raise InputError(f"{setup.where}.radius = {setup.radius:g} m: grains up to {2 * r_max:.4g} m across cannot "
+                         f"fit the container's inside (inner radius {inner_radius:.4g} m); give the radius in metres "
+                         "(1 mm = 0.001)")
+    st = setup.stream
+    if setup.count and st is not None and r_max >= st["radius"]:
+        raise InputError(f"{setup.where}.radius = {setup.radius:g} m: grains up to {2 * r_max:.4g} m across cannot "
+                         f"leave the stream's nozzle (granular.stream.radius = {st['radius']:g} m); use smaller "
+                         "grains or a wider nozzle")
+
+
 def simulate_pour(setup, cup: dict, *, container: str, ground: float | None, duration: float, seed: int,
                   progress=QUIET) -> GranularEvents:
     """Pour ``setup.count`` grains through the funnel (or stream) into the cup (:func:`mug_walls`) and simulate
@@ -122,6 +141,7 @@ def simulate_pour(setup, cup: dict, *, container: str, ground: float | None, dur
         walls.append(Floor(z=ground, body="floor"))
     radius = setup.radius if setup.radius_spread == 0 else (setup.radius, setup.radius * setup.radius_spread)
     mat = setup.material
+    _check_grain_size(setup, R_in)
     parts = []
     if setup.fill:
         pos, rad = settled_layers(setup.fill, setup.radius * (1 + setup.radius_spread), cup, where=setup.where)
@@ -132,8 +152,12 @@ def simulate_pour(setup, cup: dict, *, container: str, ground: float | None, dur
     if setup.count:
         if setup.stream is not None:
             st = setup.stream
-            g = pour_grains(setup.count, radius, seed=seed, material=mat.name, nozzle=tuple(st["position"]),
-                            nozzle_radius=st["radius"], rate=st["rate"])
+            try:
+                g = pour_grains(setup.count, radius, seed=seed, material=mat.name, nozzle=tuple(st["position"]),
+                                nozzle_radius=st["radius"], rate=st["rate"])
+            except InputError as exc:          # name the scene's fields, not the function's arguments
+                raise InputError(str(exc).replace("pour_grains:", f"{setup.where}.stream:", 1) +
+                                 " (granular.stream.rate, granular.stream.radius, granular.radius)") from None
         else:
             fu = setup.funnel
             x, y, z = fu["position"]
@@ -141,8 +165,16 @@ def simulate_pour(setup, cup: dict, *, container: str, ground: float | None, dur
                         r_top=fu["top_radius"], body="funnel")
             walls.append(cone)
             # the thesis started its grains above the funnel's bottom (grains resting on it collapse, App. B.2)
-            g = pour_grains(setup.count, radius, seed=seed, material=mat.name, region=cone,
-                            z_range=(z + 0.25 * fu["height"], z + fu["height"]))
+            try:
+                g = pour_grains(setup.count, radius, seed=seed, material=mat.name, region=cone,
+                                z_range=(z + 0.25 * fu["height"], z + fu["height"]))
+            except InputError as exc:
+                if "grains fit in the region" not in str(exc):
+                    raise
+                raise InputError(f"{setup.where}.count = {setup.count}: {str(exc).split(': ', 1)[1].split(';')[0]} "
+                                 "in the funnel's upper three quarters; use fewer grains (granular.count), "
+                                 "smaller ones (granular.radius) or a bigger funnel (granular.funnel.top_radius, "
+                                 "granular.funnel.height)") from None
         g.densities = (mat.rho,)
         if g.release is None:
             g.release = np.zeros(len(g))

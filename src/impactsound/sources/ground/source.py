@@ -98,7 +98,7 @@ def prepare(scene, progress=None) -> GroundPrepared:
     fit = ground_fit(g.material)
     if fit.startswith("poor"):
         log.warning(f"[ground] material {g.material.name!r}: {fit}")
-    return GroundPrepared(half_space(g.material), g.material.name, fit)
+    return GroundPrepared(half_space(g.material, f"{scene.path}: ground.material"), g.material.name, fit)
 
 
 def ground_events(events, ground_height: float):
@@ -159,8 +159,11 @@ def render(prep: GroundPrepared, ctx) -> dict:
     heights = ctx.listeners[:, 2] - z0
     if np.any(~(heights > 0)):
         i = int(np.flatnonzero(~(heights > 0))[0])
-        raise InputError(f"listener channel {i} at z = {ctx.listeners[i, 2]} m is on or below the ground plane "
-                         f"z = {z0} m; put the [[listener]] position above the floor")
+        name = scene.listeners[i].name if i < len(scene.listeners) else str(i)
+        raise InputError(f"{scene.path}: listener {name!r} (channel {i}) at z = {float(ctx.listeners[i, 2]):g} m is "
+                         f"on or below the ground plane z = {z0:g} m, where the floor's sound (source 'ground') has "
+                         "no field; raise its [[listener]] position above the floor, or leave 'ground' out of "
+                         "[scene] sources")
     if ctx.listeners_move:
         return _render_moving_listeners(prep, ctx, out)
     ev = ctx.events
