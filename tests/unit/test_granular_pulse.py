@@ -36,6 +36,42 @@ def test_table_6_1(v0, peak, d, a_m, sign):
     assert abs(p[k]) == pytest.approx(peak, rel=5e-3) and np.sign(p[k]) == sign
 
 
+#: the thesis' Table 6.1 in full: (v0 [m/s], max |p| [Pa] as printed); v0 = linspace(1e-5, 1e-3, 20) printed to 4-5
+#: digits
+TABLE_6_1 = [("1e-5", "1.913e-7"), ("6.2105e-5", "2.3763e-6"), ("0.0001142", "5.5211e-6"), ("0.0001663", "9.24631e-6"),
+             ("0.0002184", "1.33821e-5"), ("0.0002705", "1.81913e-5"), ("0.0003226", "2.32380e-5"),
+             ("0.0003747", "2.84454e-5"), ("0.0004268", "3.36448e-5"), ("0.0004789", "3.99788e-5"),
+             ("0.0005311", "4.58131e-5"), ("0.0005832", "5.23089e-5"), ("0.0006353", "5.84084e-5"),
+             ("0.0006874", "6.58677e-5"), ("0.0007395", "7.14722e-5"), ("0.0007916", "7.93963e-5"),
+             ("0.0008437", "8.72381e-5"), ("0.0008958", "9.34642e-5"), ("0.0009479", "0.00010"),
+             ("0.001", "0.000109960")]
+
+
+def _half_unit(printed: str) -> float:
+    """Half a unit of the last printed digit, relative to the value ("0.00010": 5e-6 / 1e-4 = 5 %)."""
+    mant = printed.lower().split("e")[0]
+    digits = mant.split(".")[1] if "." in mant else ""
+    exp = int(printed.lower().split("e")[1]) if "e" in printed.lower() else 0
+    return 0.5 * 10.0 ** (exp - len(digits)) / float(printed)
+
+
+@pytest.mark.parametrize("v0_text, peak_text", TABLE_6_1, ids=[r[0] for r in TABLE_6_1])
+def test_table_6_1_every_row(v0_text, peak_text):
+    """Every row of Table 6.1, with the package's air (1.2041 kg/m^3, 343.2 m/s). Explaining the scatter: our peak
+    (the continuous closed form, checked against an ODE integration to 1e-8 below) is never below the table by
+    more than its printed digits, and above it by 0.04-1.9 % (2.4 % on the row printed to two digits) with no
+    trend in v0: one-sided, as a maximum read off a sampled waveform is (it can only miss the peak, never
+    exceed it). So the test is one-sided: at least the table less half its last printed digit, at most 2 % (the
+    largest such sampling loss measured over the 20 rows, 1.9 %) plus that half digit."""
+    v0, printed = float(v0_text), float(peak_text)
+    c = _contact(v0)
+    t = np.linspace(0.0, 0.15 / 343.2 + 3 * c.d, 300000)                # > 200 samples per d
+    p = np.abs(sphere_pressure(t, A, c.a_m[0], c.d, 0.15, 1.0)).max()    # default air
+    half = _half_unit(peak_text)
+    assert p >= printed * (1.0 - half), (p / printed - 1.0)
+    assert p <= printed * (1.0 + 0.02 + half), (p / printed - 1.0)
+
+
 def _ode_pressure(T, a, a_m, d, r, cos_t):
     """F'' + 2 l F' + 2 l^2 F = -c^2 a U(t) (U = velocity), p = -rho cos(theta) [F''/(c r) + F'/r^2], integrated
     with DOP853 (rtol 1e-12) in two pieces split at the end of the pulse."""
