@@ -398,3 +398,32 @@ def test_cold_and_warm_preparation_agree_bitwise(tmp_path, monkeypatch):
     b = prepare(_scene(tmp_path, shell)).sounds["c"]
     assert not a.info["radiation_cached"] and b.info["radiation_cached"]
     assert np.array_equal(a.U, b.U) and np.array_equal(a.radiator.mu, b.radiator.mu)
+
+
+def test_coarse_shell_mesh_warns_with_the_resolution_that_would_do(tmp_path):
+    """A cymbal at resolution 16 keeping 6 modes has ~6 edges per bending wavelength at its top mode: a warning
+    names the object, the count and the resolution for 16 edges; the sidecar info carries the count. At that
+    resolution the same modes are resolved (no warning), and the two meshes' top modes differ as the module's
+    measurement says an under-resolved mesh is low (the finer one is higher)."""
+    import warnings
+
+    from impactsound.sources.shell.resolution import (TARGET_EDGES, ShellResolutionWarning, bending_wavelength,
+                                                      mean_edge)
+    from impactsound.sources.shell.source import prepare_shell
+    sc = _scene(tmp_path, '{ thickness = 0.0012, dynamics = "linear", modes = 6, resolution = 16 }')
+    with pytest.warns(ShellResolutionWarning, match=r"object 'c': .* edges per bending wavelength .* "
+                                                    r"shell\.resolution = (\d+) \(now 16\)") as rec:
+        snd = prepare_shell(sc.bodies[0], 48000)
+    epw = snd.info["edges_per_bending_wavelength"]
+    setup, mat = sc.bodies[0].shell, sc.bodies[0].material
+    f_top = snd.info["f_hz"][1]
+    assert epw == pytest.approx(bending_wavelength(f_top, mat, 0.0012) / mean_edge(setup.vertices, setup.faces))
+    assert epw < 12
+    import re
+    res = int(re.search(r"shell\.resolution = (\d+)", str(rec[0].message)).group(1))
+    sc2 = _scene(tmp_path, f'{{ thickness = 0.0012, dynamics = "linear", modes = 6, resolution = {res} }}')
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ShellResolutionWarning)
+        snd2 = prepare_shell(sc2.bodies[0], 48000)
+    assert snd2.info["edges_per_bending_wavelength"] >= 0.9 * TARGET_EDGES
+    assert snd2.info["f_hz"][1] > f_top

@@ -128,6 +128,9 @@ def prepare_shell(body, sample_rate: int, progress=QUIET, air=None):
             "modes": int(len(omega)), "f_hz": [float(omega[0] / (2 * np.pi)), float(omega[-1] / (2 * np.pi))],
             "thickness_m": setup.thickness, "vertices": int(len(setup.vertices)),
             "triangles": int(len(setup.faces)), "modes_asset": str(mpath)}
+    from ...scene.shell_body import SCENE_SEGMENTS
+    from .resolution import check_resolution
+    info.update(check_resolution(setup, body.material, info["f_hz"][1], body.name, SCENE_SEGMENTS))
     cc, Kc = None, None
     if spec.dynamics == "nonlinear":
         with progress.stage(f"shell cubature of {body.name}") as update:
