@@ -15,7 +15,6 @@ warning is given below 12.
 """
 from __future__ import annotations
 
-import math
 import warnings
 
 import numpy as np
