@@ -46,8 +46,6 @@ TABLE_1 = {
     "cymbal": dict(L=0.50, tri=61952, vtx=31104, N=500, band=(0.061, 9.94), mat=("bronze", 0.33, 124), h=0.7,
                    alpha=1.0, beta=6.25, ncuba=1500, err=10.7, kL=(0.57, 92)),
 }
-#: densities the paper does not print [kg/m^3]: the package's materials table
-RHO = {"steel": 7850.0, "polycarbonate": 1200.0, "bronze": 8600.0}
 #: sizes passed to make_shell (the paper's overall size; module docstring)
 PARAMS = {"trash_can": {"height": 0.75}, "trash_lid": {"radius": 0.275}, "cymbal": {"radius": 0.25},
           "water_bottle": {"height": 0.46, "body_radius": 0.135, "neck_radius": 0.027, "neck_height": 0.06,
@@ -72,7 +70,7 @@ def main() -> None:
         if name not in PARAMS:
             print(f"{'':14s} {'ours':5s} absent: no built-in {name} shape")
             continue
-        rho = float(get_material(mat_name).rho) if mat_name in ("steel", "bronze", "polycarbonate") else RHO[mat_name]
+        rho = float(get_material(mat_name).rho)          # the paper prints no densities: the materials table's
         mat = make_material(rho=rho, E=E * 1e9, nu=nu, alpha=p["alpha"], beta=p["beta"] * 1e-9)
         m = make_shell(name, PARAMS[name], args.resolution)
         V, F = np.asarray(m.vertices), np.asarray(m.faces)
