@@ -293,7 +293,7 @@ def test_granular_log_longer_than_the_scene_is_cut_with_a_warning(tmp_path, pour
      r"granular\.radius = 1 m: .* cannot fit the container's inside .*metres"),
     ({"radius": 0.001, "stream": {"position": [0, 0, 0.13], "radius": 0.004, "rate": 1e5}},
      r"granular\.stream: .* \(granular\.stream\.rate, granular\.stream\.radius"),
-    ({"count": 200000}, r"<scene dict>: granular\.count = 200000: only \d+ of 200000 grains fit .*granular\.funnel"),
+    ({"count": 3000}, r"<scene dict>: granular\.count = 3000: only \d+ of 3000 grains fit .*granular\.funnel"),
 ])
 def test_grains_that_cannot_fit_are_refused_with_the_scene_field(change, match):
     from impactsound.scene import load_scene

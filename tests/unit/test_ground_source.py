@@ -337,7 +337,7 @@ def test_bad_ground_events_are_input_errors(tmp_path):
 
 
 @pytest.mark.parametrize("mat, where, what", [
-    ({"E": 11e9, "nu": -0.1, "rho": 750.0}, r"\[ground\] material: 'slab'", "0 < nu < 0.5"),
+    ({"E": 11e9, "nu": -0.1, "rho": 750.0}, r"<scene>: ground\.material: 'slab'", "0 < nu < 0.5"),
     ({"E": 11e9, "nu": 0.6, "rho": 750.0}, "ground.material", "nu"),
     ({"E": 0.0, "nu": 0.25, "rho": 750.0}, "ground.material", "E"),
     ({"E": 11e9, "nu": 0.25, "rho": -5.0}, "ground.material", "rho"),
