@@ -427,3 +427,18 @@ def test_coarse_shell_mesh_warns_with_the_resolution_that_would_do(tmp_path):
         snd2 = prepare_shell(sc2.bodies[0], 48000)
     assert snd2.info["edges_per_bending_wavelength"] >= 0.9 * TARGET_EDGES
     assert snd2.info["f_hz"][1] > f_top
+
+
+def test_mesh_file_shells_default_to_midedge_bending(tmp_path):
+    """A shell from a mesh file gets mid-edge bending unless told (on an irregular mesh the paper's flap bending
+    stalls, tests/unit/test_shell_model.py); a built-in shape keeps flap; an explicit choice wins."""
+    import trimesh
+
+    from impactsound.scene.shells import make_shell
+    m = make_shell("cymbal", None, 16)
+    trimesh.Trimesh(m.vertices, m.faces, process=False).export(tmp_path / "cym.obj")
+    assert _scene(tmp_path, '{ thickness = 0.0012, modes = 6 }', "mesh:cym.obj").bodies[0].shell.spec.bending \
+        == "midedge"
+    assert _scene(tmp_path, '{ thickness = 0.0012, modes = 6 }').bodies[0].shell.spec.bending == "flap"
+    assert _scene(tmp_path, '{ thickness = 0.0012, modes = 6, bending = "flap" }', "mesh:cym.obj") \
+        .bodies[0].shell.spec.bending == "flap"
