@@ -80,6 +80,7 @@ class Ground:
     material: Material
     height: float = 0.0
     enabled: bool = True
+    plate: "object | None" = None     # a PlateFloor (sources/ground/plate.py) when [ground] model = "plate"
 
 
 @dataclass

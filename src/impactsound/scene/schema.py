@@ -83,10 +83,19 @@ class ObjectSpec(_Strict):
     break_speed: float | None = None   # that impact's speed [m/s] (default 1.0)
 
 
+class PlateSpec(_Strict):
+    length: float                      # along x [m]
+    width: float                       # along y [m]
+    thickness: float                   # [m]
+    center: tuple[float, float] = (0.0, 0.0)   # its centre on the ground plane (x, y) [m]
+
+
 class GroundSpec(_Strict):
     material: str | MaterialSpec = "wood_hard"
     height: float = 0.0
     enabled: bool = True
+    model: Literal["half_space", "plate"] = "half_space"   # the floor's sound: Lamb's half-space or a ringing plate
+    plate: PlateSpec | None = None     # model = "plate": the simply supported plate (sources/ground/plate.py)
 
 
 class ListenerSpec(_Strict):
@@ -464,6 +473,32 @@ def _shell_object(o: ObjectSpec, where: str, base: Path, material: Material):
     return coll, source, setup, mass, inertia, com
 
 
+def _plate_floor(g: GroundSpec, material: Material, src: str):
+    """The ground's plate (sources/ground/plate.py) for ``model = "plate"``, checked; None for a half-space."""
+    if g.model != "plate":
+        if g.plate is not None:
+            raise InputError(f"{src}: ground.plate is given but ground.model = {g.model!r}; set ground.model = "
+                             "\"plate\" to use it, or remove [ground.plate]")
+        return None
+    if g.plate is None:
+        raise InputError(f"{src}: ground.model = \"plate\" needs a [ground.plate] table: length, width, "
+                         "thickness [m] (and center = [x, y])")
+    p = g.plate
+    for k in ("length", "width", "thickness"):
+        v = getattr(p, k)
+        if not (math.isfinite(v) and v > 0):
+            raise InputError(f"{src}: ground.plate.{k} = {v} must be a positive length [m]")
+    if not all(math.isfinite(v) for v in p.center):
+        raise InputError(f"{src}: ground.plate.center = {list(p.center)} must be finite [m]")
+    if p.thickness > 0.1 * min(p.length, p.width):
+        raise InputError(f"{src}: ground.plate.thickness = {p.thickness:g} m is more than a tenth of its smaller "
+                         f"side ({min(p.length, p.width):g} m): not a thin plate; check the units, or use "
+                         "ground.model = \"half_space\"")
+    from ..sources.ground.plate import PlateFloor
+    return PlateFloor(float(p.length), float(p.width), float(p.thickness), tuple(float(c) for c in p.center),
+                      material)
+
+
 def parse_scene(data: dict, base: Path = Path("."), src: str = "<scene>") -> Scene:
     """Validate a scene dict (as read from TOML) and build the :class:`Scene`. Bodies may come from an MJCF or
     URDF file named by ``[scene] bodies`` (scene/model_import.py)."""
@@ -516,6 +551,7 @@ def parse_scene(data: dict, base: Path = Path("."), src: str = "<scene>") -> Sce
     ground = Ground(material=_material(sf.ground.material, f"{src}: ground.material"),
                     height=float(_finite([sf.ground.height], f"{src}: ground.height")[0]),
                     enabled=sf.ground.enabled)
+    ground.plate = _plate_floor(sf.ground, ground.material, src)
     bodies = [_body(i, o, base, src) for i, o in enumerate(sf.object)]
     names = [b.name for b in bodies]
     for i, o in enumerate(sf.object):

@@ -14,7 +14,7 @@ ground (``[ground] enabled = false``) get no ground sound.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
@@ -58,6 +58,8 @@ class GroundPrepared:
     half_space: HalfSpace | None
     material: str
     fit: str
+    plate: object | None = None         # a PlateFloor ([ground] model = "plate"; sources/ground/plate.py)
+    transfers: dict = field(default_factory=dict)   # plate: {listener position: (transfer, delay)}, per render
 
 
 def half_space(material, where: str = "[ground] material") -> HalfSpace:
@@ -95,6 +97,8 @@ def prepare(scene, progress=None) -> GroundPrepared:
         if progress is not None:
             progress.message("  ground sound: off in a preview (quality = \"preview\")")
         return GroundPrepared(None, "preview", "")
+    if getattr(g, "plate", None) is not None:
+        return GroundPrepared(None, g.material.name, "plate", plate=g.plate)
     fit = ground_fit(g.material)
     if fit.startswith("poor"):
         log.warning(f"[ground] material {g.material.name!r}: {fit}")
@@ -152,6 +156,8 @@ def render(prep: GroundPrepared, ctx) -> dict:
     bodies = scene.bodies
     out = {b.name: np.zeros((len(ctx.listeners), ctx.n_samples)) for b in bodies
            if ctx.only is None or b.name in ctx.only}
+    if prep.plate is not None:
+        return _render_plate(prep, ctx, out)
     if prep.half_space is None:
         return out
     opts = scene.options["ground"]
@@ -246,6 +252,52 @@ def _render_moving_listeners(prep, ctx, out) -> dict:
     return out
 
 
+def _plate_modes(prep: GroundPrepared, sample_rate: float):
+    """The plate's modes that ring below the output band: (m, n, omega, xi)."""
+    from ..modal import F_MAX_HZ, NYQUIST_FRACTION
+    plate = prep.plate
+    m, n, om = plate.modes(min(F_MAX_HZ, NYQUIST_FRACTION * sample_rate / 2))
+    xi = np.asarray(plate.material.damping_ratio(om), np.float64) * np.ones_like(om)
+    ring = xi < 1                               # overdamped modes do not ring
+    return m[ring], n[ring], om[ring], xi[ring]
+
+
+def _render_plate(prep: GroundPrepared, ctx, out) -> dict:
+    """The floor as a ringing plate (plate.py): each impact on it strikes its modes (Hertz half-sine of the
+    event's contact time), heard through each mode's Rayleigh transfer to each listener."""
+    from ..modal import MODE_CUTOFF_DB
+    from .plate import plate_pressure
+    scene, plate = ctx.scene, prep.plate
+    if ctx.listeners_move:
+        raise InputError(f"{scene.path}: ground.model = \"plate\" renders fixed listeners only (its Rayleigh "
+                         "transfers are per listener position); give the listeners a position, or use the "
+                         "half-space floor")
+    z0 = float(scene.ground.height)
+    ev = ctx.events
+    rows, J, tau, body_of = _impacts(ev, z0, ctx)
+    on = plate.inside(ev.point[rows, :2]) if len(rows) else np.zeros(0, bool)
+    if (~on).any():
+        log.warning(f"{scene.path}: {int((~on).sum())} floor impact(s) lie off the plate floor "
+                    f"(ground.plate: {plate.length:g} x {plate.width:g} m at {list(plate.center)}) and make no "
+                    "floor sound")
+    rows, J, tau, body_of = rows[on], J[on], tau[on], body_of[on]
+    if len(rows) == 0:
+        return out
+    from ..modal import F_MAX_HZ, NYQUIST_FRACTION
+    f_max = min(F_MAX_HZ, NYQUIST_FRACTION * ctx.sample_rate / 2)
+    with ctx.progress.stage(f"plate floor ({len(rows)} impacts, {len(ctx.listeners)} listener(s))"):
+        for i in np.unique(body_of):
+            name = scene.bodies[int(i)].name
+            if name not in out:
+                continue
+            sel = body_of == i
+            out[name] += plate_pressure(plate, ctx.listeners, ev.t[rows][sel], tau[sel], J[sel],
+                                        ev.point[rows][sel, :2], ctx.sample_rate, ctx.n_samples, z0=z0,
+                                        c=scene.air.c, rho_a=scene.air.rho, f_max=f_max,
+                                        cutoff_db=MODE_CUTOFF_DB, transfers=prep.transfers)
+    return out
+
+
 def describe(prep: GroundPrepared) -> tuple[dict, dict]:
     """Sidecar entry: the ground's material, its half-space speeds and how well the model fits it.
 
@@ -256,6 +308,11 @@ def describe(prep: GroundPrepared) -> tuple[dict, dict]:
     objects : dict
         Empty (every object's impacts on the floor are rendered).
     """
+    if prep.plate is not None:
+        p = prep.plate
+        return {"ground": {"model": "plate", "material": prep.material, "length_m": p.length, "width_m": p.width,
+                           "thickness_m": p.thickness, "center_m": list(p.center),
+                           "boundary": "simply supported", "radiation": "baffled (Rayleigh integral)"}}, {}
     if prep.half_space is None:
         if prep.material == "preview":
             return {"ground": "none (off in a preview: quality = \"preview\")"}, {}
@@ -281,6 +338,18 @@ def span(prep: GroundPrepared, ctx) -> tuple[float, float]:
     """(lead, tail) [s] of one floor impact's sound (streaming.py): the response bank's block (bank_n_fft: the
     latest arrival from the radiating plane, PRE_SAMPLES before the first) for the scene's largest offset and
     listener height, after a contact of at most 50 ms."""
+    if prep.plate is not None:             # a ring: until the slowest mode has decayed (as modal.span)
+        from ..modal import CONTACT_MAX_S, MODE_CUTOFF_DB
+        _, _, om, xi = _plate_modes(prep, ctx.sample_rate)
+        sigma = xi * om
+        if not len(om):
+            return 0.0, 0.0
+        if not np.all(sigma > 0):
+            return None
+        far = max(float(np.linalg.norm(np.asarray(ctx.listeners)[:, :2] - np.asarray(prep.plate.center), axis=1)
+                        .max()) + prep.plate.length + prep.plate.width, 1.0)
+        ring = float(np.log(10.0 ** (MODE_CUTOFF_DB / 20.0)) / sigma.min())
+        return 0.0, ring + CONTACT_MAX_S + far / ctx.scene.air.c
     if prep.half_space is None:
         return 0.0, 0.0
     from .bank import PRE_SAMPLES, bank_n_fft
