@@ -447,16 +447,25 @@ def modal_models(scene, progress=QUIET) -> dict:
     from ..mesh.tetra import _default_max_edge
     f_max = min(F_MAX_HZ, 0.45 * scene.sample_rate)
     preview = getattr(scene, "quality", "default") == "preview"
-    models = {}
+    from ..assets import content_hash
+    models, loaded = {}, {}
     for body in scene.bodies:
         if getattr(body, "shell", None) is not None:
             continue            # a thin shell: its modes come from the shell model (sources/shell/source.py)
         edge = PREVIEW["edge_factor"] * _default_max_edge(body.mesh) if preview else None
+        clamp = body_clamp(body)
+        # identical objects (the same body-frame mesh, material and mount) share one loaded model: a thousand
+        # copies of a die hold one, not a thousand (the models are read-only from here on)
+        key = content_hash(np.asarray(body.mesh.vertices, np.float64), np.asarray(body.mesh.faces, np.int64),
+                           body.material.as_dict(), edge,
+                           None if clamp is None else [np.asarray(clamp[0], np.float64), clamp[1]])
+        if key in loaded:
+            models[body.name] = loaded[key]
+            continue
         with progress.stage(f"modes of {body.name}" + (" (preview mesh)" if preview else "")) as update:
-            models[body.name] = cached_modal_analysis(body.mesh, body.material, order=opt.modal_order,
-                                                      max_modes=opt.max_modes, f_max=f_max, max_edge=edge,
-                                                      progress=update, source=body.source, mesher=opt.mesher,
-                                                      clamp=body_clamp(body))
+            models[body.name] = loaded[key] = cached_modal_analysis(
+                body.mesh, body.material, order=opt.modal_order, max_modes=opt.max_modes, f_max=f_max,
+                max_edge=edge, progress=update, source=body.source, mesher=opt.mesher, clamp=clamp)
         m = models[body.name]
         if m.n_modes:
             progress.message(f"  {body.name}: {m.n_modes} modes, {m.frequencies_hz[0]:.0f}-"
@@ -597,7 +606,7 @@ def transfer_models(scene, models: dict, progress=QUIET) -> tuple[dict, dict]:
     from ..errors import AssetError
     from ..transfer.precompute import TransferModel
     opt = scene.options["modal"]
-    out, used = {}, {}
+    out, used, shared = {}, {}, {}
     given = {b.name: b.transfer_asset for b in scene.bodies}
     for name, model in models.items():
         if not model.n_modes:
@@ -622,8 +631,11 @@ def transfer_models(scene, models: dict, progress=QUIET) -> tuple[dict, dict]:
             progress.message(f"  {name}: radiation {used[name]}")
             continue
         fs = fdtd_settings(scene)
-        tm, how = transfer_model(model, opt.transfer, air=scene.air, max_modes=opt.transfer_max_modes,
-                                 progress=progress, name=name, settings=fs)
+        if id(model) not in shared:              # identical objects share their model, and so its radiation
+            shared[id(model)] = transfer_model(model, opt.transfer, air=scene.air,
+                                               max_modes=opt.transfer_max_modes, progress=progress, name=name,
+                                               settings=fs)
+        tm, how = shared[id(model)]
         if tm is not None:
             out[name] = tm
             used[name] = how + (" (preview grid)" if scene.quality == "preview" and opt.transfer == "auto" else "")
