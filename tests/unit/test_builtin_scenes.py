@@ -67,7 +67,7 @@ def test_cymbal_stand_scene_small():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("which", ["table", "cymbal", "ground", "trash", "plate"])
+@pytest.mark.parametrize("which", ["table", "cymbal", "ground", "balls", "trash", "plate"])
 def test_builtin_scene_full(which, tmp_path):
     from click.testing import CliRunner
 
@@ -115,6 +115,26 @@ def test_shell_heard_by_a_receding_listener_is_doppler_shifted():
     want = f_still * (1 - v / c)
     f_moving = peak(out["moving"], first + 0.05 + 1.0 / c, 0.95 * want, 1.05 * want)
     assert f_moving / f_still == pytest.approx(1 - v / c, abs=0.004)
+
+
+def test_thirteen_balls_scene():
+    """The ground paper's 13 steel balls (Fig. 5): each lands at its free-fall time sqrt(2 h / g) for its height
+    (3 to 23 cm), in order, and the floor's sound of the first impact reaches the microphone after it, no later
+    than straight from the impact point (0.69 m away): the floor under the microphone moves first (Rayleigh
+    waves outrun sound)."""
+    d = _data("ground_balls.toml")
+    d["scene"].update(duration=0.3, sources=["ground"])
+    sc = load_scene(d, base=DATA)
+    assert len(sc.bodies) == 13
+    res = render_scene(sc)
+    ev = res.events
+    heights = np.linspace(0.03, 0.23, 13)
+    for i, b in enumerate(sc.bodies):
+        first = ev.t[(ev.a == i) | (ev.b == i)].min()
+        assert first == pytest.approx(np.sqrt(2 * heights[i] / 9.81), abs=2e-3)
+    y = sum(res.stems["ground"].values())[0]
+    onset = np.flatnonzero(np.abs(y) > 1e-3 * np.abs(y).max())[0] / 48000
+    assert ev.t.min() - 2e-4 <= onset <= ev.t.min() + 0.69 / 343.2 + 5e-4
 
 
 def test_ground_drop_scene():
