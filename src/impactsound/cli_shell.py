@@ -164,8 +164,8 @@ def train(ctx, mesh_or_shape: str, thickness, material, E, nu, rho, resolution, 
     """Train the cubature of a thin shell's reduced nonlinear force (Chadwick, An & James 2009, sec. 2.3).
 
     MESH_OR_SHAPE is a triangle-mesh file (open or closed surface, metres) or a built-in shape written
-    shell:NAME (shell:sheet, shell:cymbal, shell:trash_can, shell:trash_lid, shell:water_bottle; sized as in the
-    paper's Table 1). Solves the lowest --modes modes, then picks triangles and non-negative weights greedily
+    shell:NAME (shell:sheet, shell:cymbal, shell:trash_can, shell:trash_lid, shell:water_bottle,
+    shell:recycling_bin; sized as in the paper's Table 1). Solves the lowest --modes modes, then picks triangles and non-negative weights greedily
     until the training error reaches --target. The result is cached by a hash of the mesh, thickness, material,
     modes and settings; interrupt it (Ctrl-C) and run the same command again to resume from its checkpoint,
     with the same result bits.

@@ -40,6 +40,8 @@ SHELL_SHAPES: dict[str, dict[str, float | int | bool | list]] = {
     "trash_lid": {"radius": 0.275, "dome_height": 0.04, "lip_height": 0.02},
     "water_bottle": {"height": 0.25, "body_radius": 0.035, "neck_radius": 0.013, "neck_height": 0.03,
                      "shoulder_height": 0.04, "closed": False},
+    # Table 1's recycling bin is 0.61 m (its footprint is not given: a common bin's 0.40 x 0.30 m)
+    "recycling_bin": {"width": 0.40, "depth": 0.30, "height": 0.61},
 }
 
 # Suggested material per shell (names as listed by `impactsound materials`), from Chadwick, An & James 2009,
@@ -50,6 +52,7 @@ SHELL_MATERIAL: dict[str, str] = {
     "trash_can": "steel",
     "trash_lid": "steel",
     "water_bottle": "polycarbonate",
+    "recycling_bin": "polycarbonate",
 }
 
 DEFAULT_SEGMENTS = 96
@@ -400,5 +403,48 @@ def _water_bottle(p, resolution, where):
     return _revolve_open(prof)
 
 
+def _recycling_bin(p, resolution, where):
+    """An open-top rectangular bin: a floor of width x depth (x, y) at z = 0 and four walls up to ``height``.
+
+    One structured grid: the walls are the strip (perimeter position s, height z), whose first row is the floor's
+    boundary; the floor is the (i, j) grid inside it. Every quad is split along the same diagonal (the lattice on
+    which flap bending passes the patch test, as for the sheet); the walls meet each other and the floor at right
+    angles, creases the discrete shell keeps as rest angles. Normals point out of the bin. ``resolution`` counts
+    segments around the rim (2 (width + depth))."""
+    W = _positive(where, "width", p["width"])
+    D = _positive(where, "depth", p["depth"])
+    H = _positive(where, "height", p["height"])
+    h = _edge_length(where, resolution, 2.0 * (W + D))
+    nw, nd, nz = (max(1, math.ceil(x / h - 1e-9)) for x in (W, D, H))
+    xs, ys = np.linspace(-W / 2, W / 2, nw + 1), np.linspace(-D / 2, D / 2, nd + 1)
+    # the rim ring, counter-clockwise seen from above from the corner (-W/2, -D/2): (x, y) of ring index k
+    ring = np.vstack([np.c_[xs[:-1], np.full(nw, -D / 2)], np.c_[np.full(nd, W / 2), ys[:-1]],
+                      np.c_[xs[::-1][:-1], np.full(nw, D / 2)], np.c_[np.full(nd, -W / 2), ys[::-1][:-1]]])
+    N = len(ring)                                               # 2 (nw + nd)
+    zs = np.linspace(0.0, H, nz + 1)
+    wall = np.c_[np.tile(ring, (nz + 1, 1)), np.repeat(zs, N)]   # level l, ring k: row l N + k
+    I, J = np.meshgrid(np.arange(1, nw), np.arange(1, nd), indexing="ij")
+    inner = np.c_[xs[I.ravel()], ys[J.ravel()], np.zeros(I.size)]
+    verts = np.vstack([wall, inner])
+
+    def floor_index(i, j):                                       # floor grid (i, j) -> vertex row
+        i, j = np.asarray(i), np.asarray(j)
+        k = np.where(j == 0, i, np.where(i == nw, nw + j, np.where(j == nd, nw + nd + (nw - i),
+                                                                       2 * nw + nd + (nd - j))))
+        interior = (i > 0) & (i < nw) & (j > 0) & (j < nd)
+        return np.where(interior, len(wall) + (i - 1) * (nd - 1) + (j - 1), k % N)
+
+    k, l = np.meshgrid(np.arange(N), np.arange(nz), indexing="ij")
+    k, l = k.ravel(), l.ravel()
+    a, b = l * N + k, l * N + (k + 1) % N
+    c, d = (l + 1) * N + (k + 1) % N, (l + 1) * N + k
+    walls = np.vstack([np.c_[a, b, c], np.c_[a, c, d]])         # normal (ds x dz): outward
+    I, J = np.meshgrid(np.arange(nw), np.arange(nd), indexing="ij")
+    I, J = I.ravel(), J.ravel()
+    fa, fb, fc, fd = floor_index(I, J), floor_index(I + 1, J), floor_index(I + 1, J + 1), floor_index(I, J + 1)
+    floor = np.vstack([np.c_[fa, fc, fb], np.c_[fa, fd, fc]])   # normal -z: out of the bin
+    return trimesh.Trimesh(verts, np.vstack([walls, floor]), process=False)
+
+
 _BUILDERS = {"sheet": _sheet, "cymbal": _cymbal, "trash_can": _trash_can, "trash_lid": _trash_lid,
-             "water_bottle": _water_bottle}
+             "water_bottle": _water_bottle, "recycling_bin": _recycling_bin}
