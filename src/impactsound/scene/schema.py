@@ -460,8 +460,11 @@ def _shell_object(o: ObjectSpec, where: str, base: Path, material: Material):
     if o.transfer is not None:
         raise InputError(f"{where}.transfer: FFAT transfer assets are for solid modal models; a shell radiates "
                          "through its shell.radiation option (remove transfer = ...)")
+    if o.mesh is not None and o.shell.resolution is not None:
+        raise InputError(f"{where}.shell.resolution is for built-in shapes; a mesh file is used as stored "
+                         "(remesh it to refine it)")
     V, F, source = shell_surface(o.shape, o.size, None if o.mesh is None else (base / o.mesh).resolve(),
-                                 o.scale, o.shell, where)
+                                 o.scale, o.shell, where, material)
     spec = o.shell
     if spec.bending is None:
         # the built-in shapes' meshes pass the patch test, where the paper's flap bending converges; a user's mesh

@@ -57,8 +57,10 @@ class ShellSpec(BaseModel):
         "where midedge converges to 0.1-0.3 %)")
     modes: int = Field(default=60, ge=1, le=400, description="kept linear modes r (lowest first)")
     f_max: float = Field(default=20000.0, gt=0, description="highest kept mode frequency [Hz]")
-    resolution: int | float | None = Field(default=None, description="built-in shapes: segments around the "
-                                           "largest circumference (int) or edge length [m] (float); default 48")
+    resolution: int | float | Literal["auto"] | None = Field(
+        default=None, description="built-in shapes: segments around the largest circumference (int), edge length "
+        "[m] (float), or 'auto': edges of 1/16 of the bending wavelength at the estimated top kept mode (modes "
+        "within ~2 %; sources/shell/resolution.py); default 48")
     cubature_target: float = Field(default=0.1, gt=0, lt=1, description="relative training error of the "
                                    "cubature (the paper's ~10 %)")
     cubature_elements: int | None = Field(default=None, ge=1, description="most cubature elements "
@@ -173,7 +175,7 @@ def lumped_mass_properties(V, F, thickness: float, rho: float):
 
 
 def shell_surface(shape: str | None, size: dict, mesh_path: Path | None, scale: float, spec: ShellSpec,
-                  where: str):
+                  where: str, material=None):
     """The mid-surface (vertices, faces, source text) of a shell object: a built-in shell shape or a mesh file
     read as stored (open surfaces allowed; no merging or repair)."""
     from .shells import SHELL_SHAPES, make_shell
@@ -182,6 +184,15 @@ def shell_surface(shape: str | None, size: dict, mesh_path: Path | None, scale: 
             raise InputError(f"{where}.shape = {shape!r}: with shell = {{...}} the shape must be a built-in shell "
                              f"({', '.join(SHELL_SHAPES)}), or give mesh = '<file>'")
         res = spec.resolution if spec.resolution is not None else SCENE_SEGMENTS
+        if res == "auto":
+            from ..sources.shell.resolution import auto_edge, mean_edge
+            from .shells import DEFAULT_SEGMENTS
+            base = make_shell(shape, size, DEFAULT_SEGMENTS, where)
+            # never coarser than the 96-segment default of make_shell, whatever few modes are kept: the lowest
+            # modes also need the shape itself resolved (the cymbal's lowest converges more slowly than the
+            # wavelength rule says: -4 % at 96 segments, -1 % at 144, against the converged mesh)
+            res = min(auto_edge(float(base.area), spec.modes, spec.f_max, material, float(spec.thickness)),
+                      mean_edge(base.vertices, base.faces))
         m = make_shell(shape, size, res, where)
         src = f"shell:{shape}:{sorted(size.items())}:{res}"
         return np.asarray(m.vertices, np.float64), np.asarray(m.faces, np.int64), src

@@ -15,6 +15,7 @@ warning is given below 12.
 """
 from __future__ import annotations
 
+import math
 import warnings
 
 import numpy as np
@@ -44,6 +45,17 @@ def mean_edge(vertices, faces) -> float:
     """Mean edge length [m] over the triangles (each interior edge counted twice)."""
     V, F = np.asarray(vertices, np.float64), np.asarray(faces, np.int64)
     return float(np.linalg.norm(V[F[:, [1, 2, 0]]] - V[F], axis=2).mean())
+
+
+def auto_edge(area: float, modes: int, f_max: float, material, thickness: float) -> float:
+    """Edge length [m] for ``resolution = "auto"``: TARGET_EDGES per bending wavelength at the top kept mode, whose
+    frequency is estimated without a solve from a plate's asymptotic mode count N(omega) = area omega / (4 pi)
+    sqrt(rho h / D) (Cremer, Heckl & Petersson 2005, ch. 7; curvature stiffens a shell's lowest modes, so this
+    errs towards a finer mesh), times :data:`RISE`, capped at f_max."""
+    D = material.E * thickness**3 / (12.0 * (1.0 - material.nu**2))
+    omega = 4.0 * math.pi * int(modes) / (float(area) * math.sqrt(material.rho * thickness / D))
+    f_top = min(RISE * omega / (2.0 * math.pi), float(f_max))
+    return float(bending_wavelength(f_top, material, thickness)) / TARGET_EDGES
 
 
 def _segments_for(setup, edge: float, res: int) -> int:
@@ -89,7 +101,7 @@ def check_resolution(setup, material, f_top: float, name: str, default_segments:
     want = float(bending_wavelength(RISE * f_top, material, setup.thickness)) / TARGET_EDGES
     if setup.shape is not None:
         res = setup.spec.resolution if setup.spec.resolution is not None else default_segments
-        if isinstance(res, float):
+        if isinstance(res, float) or res == "auto":
             fix = f"shell.resolution = {want:.3g} (an edge length [m])"
         else:
             fix = f"shell.resolution = {_segments_for(setup, want, int(res))} (now {res})"
