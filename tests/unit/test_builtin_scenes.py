@@ -119,22 +119,14 @@ def test_shell_heard_by_a_receding_listener_is_doppler_shifted():
 
 def test_thirteen_balls_scene():
     """The ground paper's 13 steel balls (Fig. 5): each lands at its free-fall time sqrt(2 h / g) for its height
-    (3 to 23 cm), in order, and the floor's sound of the first impact reaches the microphone after it, no later
-    than straight from the impact point (0.69 m away): the floor under the microphone moves first (Rayleigh
-    waves outrun sound)."""
-    d = _data("ground_balls.toml")
-    d["scene"].update(duration=0.3, sources=["ground"])
-    sc = load_scene(d, base=DATA)
+    (3 to 23 cm), in order (the dynamics only; the full render is in the slow suite)."""
+    from impactsound.pipeline import scene_events
+    sc = load_scene(_data("ground_balls.toml"), base=DATA)
     assert len(sc.bodies) == 13
-    res = render_scene(sc)
-    ev = res.events
+    ev = scene_events(sc)
     heights = np.linspace(0.03, 0.23, 13)
-    for i, b in enumerate(sc.bodies):
-        first = ev.t[(ev.a == i) | (ev.b == i)].min()
-        assert first == pytest.approx(np.sqrt(2 * heights[i] / 9.81), abs=2e-3)
-    y = sum(res.stems["ground"].values())[0]
-    onset = np.flatnonzero(np.abs(y) > 1e-3 * np.abs(y).max())[0] / 48000
-    assert ev.t.min() - 2e-4 <= onset <= ev.t.min() + 0.69 / 343.2 + 5e-4
+    firsts = [ev.t[(ev.a == i) | (ev.b == i)].min() for i in range(13)]
+    np.testing.assert_allclose(firsts, np.sqrt(2 * heights / 9.81), atol=2e-3)
 
 
 def test_ground_drop_scene():
