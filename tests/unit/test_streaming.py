@@ -173,3 +173,14 @@ def test_sources_without_a_span_are_rendered_whole_inside_a_streaming_render(tmp
     for kind in ("grain_noise", "container"):
         for name, p in whole.stems[kind].items():
             assert _close(tmp_path / "st" / f"{kind}_{name}.wav", p, 1e-12, peak), (kind, name)
+
+
+def test_plate_floor_streams_to_the_whole_render(tmp_path):
+    """A ringing plate floor ([ground] model = "plate") under a bouncing ball, 0.2 s blocks: its rings cross the
+    block edges (the source's span is its slowest mode's ring) and the streamed render is the whole one."""
+    d = {"scene": {"duration": 0.8, "sources": ["ground"]},
+         "ground": {"material": "mdf", "model": "plate", "plate": {"length": 1.0, "width": 0.6, "thickness": 0.02}},
+         "listener": [{"name": "mic", "position": [0.3, -0.5, 0.5]}],
+         "object": [{"name": "ball", "shape": "sphere", "size": {"radius": 0.01}, "material": "steel",
+                     "position": [0.1, 0.05, 0.1]}]}
+    _compare(load_scene(d), tmp_path, 0.2, tol=1e-6)
