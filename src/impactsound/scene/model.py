@@ -63,6 +63,8 @@ class Body:
     group: str = ""                   # fracture group: pieces welded until the group's first hard impact
     break_speed: float = 0.0          # that impact's normal speed [m/s] (scene/fracture.py)
     origin: str = "com"               # what the scene's position (and a pose table's) places: "com" or "mesh"
+    plate: "object | None" = None     # vibration = "plate": a PlateFloor of its top face (sources/plate_prop.py)
+    plate_top: float = 0.0            # ... and the height of that face [m]
 
     @property
     def held(self) -> bool:

@@ -74,6 +74,8 @@ class ObjectSpec(_Strict):
     acceleration_noise: str | None = None   # this object's acceleration-noise model (overrides the scene's)
     shell: ShellSpec | None = None     # a thin shell (scene/shell_body.py): thickness, dynamics, radiation
     static: bool = False               # a prop that never moves (a table): collides and sounds
+    vibration: Literal["modes", "plate"] = "modes"   # how it rings: FEM modes, or (a static thin box: a table
+                                       # top) a simply supported plate struck where it is hit (sources/plate_prop.py)
     joint: str | None = None           # held to the world: fixed | hinge | ball, at anchor (and axis for hinge)
     anchor: Vec3 | None = None         # world point of the joint, on or in the object [m]
     axis: Vec3 | None = None           # hinge axis, world
@@ -347,9 +349,31 @@ def _body(i: int, o: ObjectSpec, base: Path, src: str) -> Body:
         group = str(o.fracture_group)
     elif o.break_speed is not None:
         raise InputError(f"{where}.break_speed needs fracture_group = '...' (the pieces it breaks apart)")
+    plate, top = _plate_prop(o, where, pos, q, material) if o.vibration == "plate" else (None, 0.0)
     return Body(group=group, break_speed=break_speed, mount=mount, name=o.name or f"object{i}", mesh=body_mesh, material=material, mass=mass, inertia=inertia,
                 position=pos, quaternion=q, velocity=vel, angular_velocity=omega, mesh_hash=mh, source=source,
-                com_in_file=com, transfer_asset=transfer, acceleration_noise=an, shell=shell, origin=o.origin)
+                com_in_file=com, transfer_asset=transfer, acceleration_noise=an, shell=shell, origin=o.origin,
+                plate=plate, plate_top=top)
+
+
+def _plate_prop(o: ObjectSpec, where: str, pos, q, material):
+    """vibration = "plate": a static thin box lying flat (a table top) rings as a simply supported plate of its
+    size and material (sources/plate_prop.py). Returns (PlateFloor, height of its top face [m])."""
+    if not o.static:
+        raise InputError(f"{where}.vibration = \"plate\" is for a static prop (a table top): add static = true, "
+                         "or use vibration = \"modes\"")
+    if o.shape != "box":
+        raise InputError(f"{where}.vibration = \"plate\" needs shape = \"box\" (a thin slab lying flat), not "
+                         f"{o.shape or 'a mesh'}")
+    if abs(abs(float(q[0])) - 1.0) > 1e-9:
+        raise InputError(f"{where}.vibration = \"plate\": the box must lie flat and unrotated (its sides along x "
+                         "and y); remove its rotation")
+    lx, ly, lz = (float(v) for v in make_primitive("box", o.size, where).extents)
+    if lz > 0.1 * min(lx, ly):
+        raise InputError(f"{where}.vibration = \"plate\": the box is {lz:g} m thick, more than a tenth of its "
+                         f"smaller side ({min(lx, ly):g} m): not a thin plate (z is its thickness)")
+    from ..sources.ground.plate import PlateFloor
+    return PlateFloor(lx, ly, lz, (float(pos[0]), float(pos[1])), material), float(pos[2]) + 0.5 * lz
 
 
 #: default clamp radius of a fixed joint, as a fraction of the object's bounding diameter
@@ -534,6 +558,13 @@ def parse_scene(data: dict, base: Path = Path("."), src: str = "<scene>") -> Sce
     if any(o.shell is not None for o in sf.object) and "sources" not in s.model_fields_set:
         sources += (SHELL_SOURCE,)                  # thin shells sound through their own source
         sf.scene.sources = list(sources)
+    if any(o.vibration == "plate" for o in sf.object) and "sources" not in s.model_fields_set:
+        sources += ("plate",)                       # plate props ring through their own source
+        sf.scene.sources = list(sources)
+    plates = [o.name or f"object{i}" for i, o in enumerate(sf.object) if o.vibration == "plate"]
+    if plates and "plate" not in sources:
+        raise InputError(f"{src}: object {plates[0]!r} has vibration = \"plate\" but [scene] sources has no "
+                         "\"plate\": add it, or it would be silent")
     if sf.granular is None and set(sources) & set(GRANULAR_SOURCES):
         raise InputError(f"{src}: sources {sorted(set(sources) & set(GRANULAR_SOURCES))} need a [granular] table "
                          "(the grains and their container; docs/granular.md)")

@@ -452,6 +452,8 @@ def modal_models(scene, progress=QUIET) -> dict:
     for body in scene.bodies:
         if getattr(body, "shell", None) is not None:
             continue            # a thin shell: its modes come from the shell model (sources/shell/source.py)
+        if getattr(body, "plate", None) is not None:
+            continue            # a plate prop: rendered by the plate source (sources/plate_prop.py)
         edge = PREVIEW["edge_factor"] * _default_max_edge(body.mesh) if preview else None
         clamp = body_clamp(body)
         # identical objects (the same body-frame mesh, material and mount) share one loaded model: a thousand
@@ -652,6 +654,8 @@ def prepare(scene, progress=QUIET) -> ModalPrepared:
     transfers, used = transfer_models(scene, models, progress)
     notes = {b.name: "thin shell: rendered by the shell source, not as a solid" for b in scene.bodies
              if getattr(b, "shell", None) is not None}
+    notes.update({b.name: "vibration = \"plate\": rendered by the plate source as a simply supported plate"
+                  for b in scene.bodies if getattr(b, "plate", None) is not None})
     return ModalPrepared(models, transfers, used, notes)
 
 

@@ -46,7 +46,8 @@ from ..errors import InputError
 ENTRY_POINT_GROUP = "impactsound.sources"
 #: modules of the built-in source kinds, in the order they are listed
 BUILTIN = ("impactsound.sources.modal", "impactsound.sources.pan.source", "impactsound.sources.ground.source",
-           "impactsound.sources.granular.source", "impactsound.sources.shell.source")
+           "impactsound.sources.granular.source", "impactsound.sources.shell.source",
+           "impactsound.sources.plate_prop")
 
 
 class NoOptions(BaseModel):
