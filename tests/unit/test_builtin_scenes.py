@@ -23,7 +23,7 @@ def test_table_scene_small(tmp_path):
     d = _data("table.toml")
     keep = {"table", "die_d8", "coin"}
     d["object"] = [o for o in d["object"] if o["name"] in keep]
-    d["scene"].update(duration=0.6, sources=["modal", "acceleration_noise"])
+    d["scene"].update(duration=0.6, sources=["modal", "acceleration_noise", "plate"])
     d["source"] = {"modal": {"transfer": "low_order", "max_modes": 30},
                    "acceleration_noise": {"model": "proxy", "bank": "tiny"}}
     sc = load_scene(d, base=DATA)
@@ -36,9 +36,9 @@ def test_table_scene_small(tmp_path):
     assert on_table.sum() >= 2 and np.all(np.abs(ev.point[on_table, 2] - 0.40) < 5e-3)
     assert set(np.concatenate([ev.a, ev.b])[np.concatenate([on_table, on_table])]) >= {table, names.index("coin")}
     objs = res.info["objects"]
-    assert "never moves" in objs["table"]["reason"] and objs["table"]["radiation"].startswith("low_order")
-    # the struck table rings (its free modes), the coin rings and clicks
-    for kind, obj in (("modal", "table"), ("modal", "coin"), ("acceleration_noise", "coin")):
+    assert "never moves" in objs["table"]["reason"] and objs["table"]["note"].startswith("vibration = \"plate\"")
+    # the struck table rings (as a plate), the coin rings and clicks
+    for kind, obj in (("plate", "table"), ("modal", "coin"), ("acceleration_noise", "coin")):
         assert np.abs(res.stems[kind][obj]).max() > 0, (kind, obj)
     assert np.isfinite(res.mix).all()
 
@@ -177,7 +177,7 @@ def test_breaking_plate_scene_small(tmp_path):
     from impactsound.scene.fracture import fractured_plate_scene
     toml = fractured_plate_scene(tmp_path, pieces=3, seed=3)
     d = tl.loads(toml.read_text())
-    d["scene"].update(duration=0.6, sources=["modal", "acceleration_noise"])
+    d["scene"].update(duration=0.6, sources=["modal", "acceleration_noise", "plate"])
     d["source"] = {"modal": {"transfer": "low_order", "max_modes": 20},
                    "acceleration_noise": {"model": "proxy", "bank": "tiny"}}
     sc = load_scene(d, base=tmp_path)

@@ -66,7 +66,7 @@ def test_table_scene_with_moving_and_resting_bodies_streams_to_the_whole_render(
     d = tomllib.loads((DATA / "table.toml").read_text())
     keep = {"table", "die_d8", "coin"}                    # the assets of test_builtin_scenes' small table scene
     d["object"] = [o for o in d["object"] if o["name"] in keep]
-    d["scene"].update(duration=1.2, sources=["modal", "acceleration_noise"])
+    d["scene"].update(duration=1.2, sources=["modal", "acceleration_noise", "plate"])
     d["source"] = {"modal": {"transfer": "low_order", "max_modes": 30},
                    "acceleration_noise": {"model": "proxy", "bank": "tiny"}}
     scene = load_scene(d, base=DATA)
