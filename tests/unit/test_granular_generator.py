@@ -10,6 +10,8 @@ known CDF of a synthetic pour's v0 (Dvoretzky-Kiefer-Wolfowitz bound), and the s
 from __future__ import annotations
 
 import math
+import sys
+from pathlib import Path
 
 import h5py
 import numpy as np
@@ -20,6 +22,9 @@ from impactsound.assets.store import Asset, write_asset
 from impactsound.errors import InputError
 from impactsound.sources.granular import generator as G
 from impactsound.sources.granular.events import CONTAINER, GRAIN, GranularEvents, check
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_granular_scene import pour_toml  # noqa: E402  (the same small pour scene file)
 
 H = 0.01                                    # cell [m]
 NT, NA, NC, NV = 4, 4, 2, 4                 # t, azimuth, cos(polar), v0 bins of the designed histogram
@@ -465,29 +470,7 @@ def test_documented_route_works_on_a_simulated_pour(tmp_path):
     from impactsound.sources.granular.events import load_events
     from impactsound.sources.granular.generator import _restitution_classes, load_model
     scene = tmp_path / "pour.toml"
-    scene.write_text("""
-[scene]
-duration = 0.6
-seed = 2
-sources = ["grain_noise", "container"]
-[[listener]]
-position = [0.0, -0.3, 0.1]
-[[object]]
-name = "cup"
-shape = "mug"
-size = { radius = 0.03, height = 0.06, thickness = 0.004 }
-material = "ceramic"
-position = [0.0, 0.0, 0.025]
-[granular]
-count = 300
-container = "cup"
-restitution = 0.5
-[granular.funnel]
-position = [0.0, 0.0, 0.13]
-hole_radius = 0.004
-top_radius = 0.02
-height = 0.02
-""")
+    scene.write_text(pour_toml(duration=0.6, count=300, seed=2))
     run = CliRunner().invoke
     res = run(cli, ["-q", "granular", "simulate", str(scene), "--out", str(tmp_path / "ev.npz")])
     assert res.exit_code == 0, res.output

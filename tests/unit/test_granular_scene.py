@@ -13,6 +13,33 @@ from impactsound.errors import InputError
 from impactsound.materials import get_material
 
 
+def pour_toml(*, duration: float, count: int, seed: int = 0, restitution: float = 0.5) -> str:
+    """A small pour scene file: grains through a funnel into a 3 cm cup (also used by test_granular_generator)."""
+    return f"""
+[scene]
+duration = {duration}
+seed = {seed}
+sources = ["grain_noise", "container"]
+[[listener]]
+position = [0.0, -0.3, 0.1]
+[[object]]
+name = "cup"
+shape = "mug"
+size = {{ radius = 0.03, height = 0.06, thickness = 0.004 }}
+material = "ceramic"
+position = [0.0, 0.0, 0.025]
+[granular]
+count = {count}
+container = "cup"
+restitution = {restitution}
+[granular.funnel]
+position = [0.0, 0.0, 0.13]
+hole_radius = 0.004
+top_radius = 0.02
+height = 0.02
+"""
+
+
 def _pour_scene(**granular):
     g = {"material": "glass_bead", "radius": 0.001, "count": 60, "container": "cup", "restitution": 0.5,
          "funnel": {"position": [0.0, 0.0, 0.13], "hole_radius": 0.004, "top_radius": 0.02, "height": 0.02}}
@@ -196,27 +223,7 @@ def test_cli_simulate_fit_generate(tmp_path):
     from impactsound.cli import cli
     from impactsound.sources.granular.events import load_events
     scene = tmp_path / "pour.toml"
-    scene.write_text("""
-[scene]
-duration = 0.3
-sources = ["grain_noise", "container"]
-[[listener]]
-position = [0.0, -0.3, 0.1]
-[[object]]
-name = "cup"
-shape = "mug"
-size = { radius = 0.03, height = 0.06, thickness = 0.004 }
-material = "ceramic"
-position = [0.0, 0.0, 0.025]
-[granular]
-count = 40
-container = "cup"
-[granular.funnel]
-position = [0.0, 0.0, 0.13]
-hole_radius = 0.004
-top_radius = 0.02
-height = 0.02
-""")
+    scene.write_text(pour_toml(duration=0.3, count=40))
     run = CliRunner().invoke
     res = run(cli, ["-q", "granular", "simulate", str(scene), "--out", str(tmp_path / "ev.npz")])
     assert res.exit_code == 0, res.output

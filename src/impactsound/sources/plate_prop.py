@@ -100,18 +100,14 @@ def span(prep: PlatePrepared, ctx):
     """(lead, tail) [s] of one impact's sound: the slowest plate mode's ring (as modal.span)."""
     from .modal import CONTACT_MAX_S, F_MAX_HZ, MODE_CUTOFF_DB, NYQUIST_FRACTION
     T = 0.0
+    f_max = min(F_MAX_HZ, NYQUIST_FRACTION * ctx.sample_rate / 2)
     for i in prep.bodies:
         plate = ctx.scene.bodies[i].plate
-        _, _, om = plate.modes(min(F_MAX_HZ, NYQUIST_FRACTION * ctx.sample_rate / 2))
-        xi = np.asarray(plate.material.damping_ratio(om), np.float64) * np.ones_like(om)
-        sigma = (xi * om)[xi < 1]
-        if not len(sigma):
-            continue
-        if not np.all(sigma > 0):
+        ring = plate.ring_time(f_max, MODE_CUTOFF_DB)
+        if ring is None:
             return None
         far = float(np.linalg.norm(np.asarray(ctx.listeners) - [*plate.center, 0.0], axis=1).max())
-        far += plate.length + plate.width
-        T = max(T, float(np.log(10.0 ** (MODE_CUTOFF_DB / 20.0)) / sigma.min()) + far / ctx.scene.air.c)
+        T = max(T, ring + (far + plate.length + plate.width) / ctx.scene.air.c)
     return 0.0, T + CONTACT_MAX_S
 
 

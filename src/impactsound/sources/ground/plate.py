@@ -74,6 +74,25 @@ class PlateFloor:
         order = np.argsort(om[keep], kind="stable")
         return mm[keep][order], nn[keep][order], om[keep][order]
 
+    def ringing_modes(self, f_max: float):
+        """(m, n, omega, xi): the modes below f_max [Hz] that ring (damping ratio xi < 1 from the material's
+        Rayleigh constants), by increasing frequency."""
+        m, n, om = self.modes(f_max)
+        xi = np.asarray(self.material.damping_ratio(om), np.float64) * np.ones_like(om)
+        ring = xi < 1                               # overdamped modes do not ring
+        return m[ring], n[ring], om[ring], xi[ring]
+
+    def ring_time(self, f_max: float, cutoff_db: float) -> float | None:
+        """Seconds until the slowest ringing mode below f_max has decayed by cutoff_db (0 without modes, None
+        when one is undamped: its ring never ends)."""
+        _, _, om, xi = self.ringing_modes(f_max)
+        if not len(om):
+            return 0.0
+        sigma = xi * om
+        if not np.all(sigma > 0):
+            return None
+        return float(np.log(10.0 ** (cutoff_db / 20.0)) / sigma.min())
+
     def local(self, xy) -> np.ndarray:
         """(u, v) from the plate's corner of world points (x, y)."""
         xy = np.atleast_2d(np.asarray(xy, np.float64))
@@ -160,10 +179,7 @@ def plate_pressure(plate: PlateFloor, listeners, t0, tau, impulse, xy, sample_ra
     (module docstring). ``transfers``: a dict kept between calls (per listener position)."""
     from ..modal_kernel import synthesize
     listeners = np.atleast_2d(np.asarray(listeners, np.float64))
-    m, n, om = plate.modes(f_max)
-    xi = np.asarray(plate.material.damping_ratio(om), np.float64) * np.ones_like(om)
-    ring = xi < 1                               # overdamped modes do not ring
-    m, n, om, xi = m[ring], n[ring], om[ring], xi[ring]
+    m, n, om, xi = plate.ringing_modes(f_max)
     L, E = len(listeners), len(np.atleast_1d(t0))
     out = np.zeros((L, int(n_samples)))
     if len(om) == 0 or E == 0:

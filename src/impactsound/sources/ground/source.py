@@ -252,16 +252,6 @@ def _render_moving_listeners(prep, ctx, out) -> dict:
     return out
 
 
-def _plate_modes(prep: GroundPrepared, sample_rate: float):
-    """The plate's modes that ring below the output band: (m, n, omega, xi)."""
-    from ..modal import F_MAX_HZ, NYQUIST_FRACTION
-    plate = prep.plate
-    m, n, om = plate.modes(min(F_MAX_HZ, NYQUIST_FRACTION * sample_rate / 2))
-    xi = np.asarray(plate.material.damping_ratio(om), np.float64) * np.ones_like(om)
-    ring = xi < 1                               # overdamped modes do not ring
-    return m[ring], n[ring], om[ring], xi[ring]
-
-
 def _render_plate(prep: GroundPrepared, ctx, out) -> dict:
     """The floor as a ringing plate (plate.py): each impact on it strikes its modes (Hertz half-sine of the
     event's contact time), heard through each mode's Rayleigh transfer to each listener."""
@@ -339,16 +329,12 @@ def span(prep: GroundPrepared, ctx) -> tuple[float, float]:
     latest arrival from the radiating plane, PRE_SAMPLES before the first) for the scene's largest offset and
     listener height, after a contact of at most 50 ms."""
     if prep.plate is not None:             # a ring: until the slowest mode has decayed (as modal.span)
-        from ..modal import CONTACT_MAX_S, MODE_CUTOFF_DB
-        _, _, om, xi = _plate_modes(prep, ctx.sample_rate)
-        sigma = xi * om
-        if not len(om):
-            return 0.0, 0.0
-        if not np.all(sigma > 0):
+        from ..modal import CONTACT_MAX_S, F_MAX_HZ, MODE_CUTOFF_DB, NYQUIST_FRACTION
+        ring = prep.plate.ring_time(min(F_MAX_HZ, NYQUIST_FRACTION * ctx.sample_rate / 2), MODE_CUTOFF_DB)
+        if ring is None:
             return None
         far = max(float(np.linalg.norm(np.asarray(ctx.listeners)[:, :2] - np.asarray(prep.plate.center), axis=1)
                         .max()) + prep.plate.length + prep.plate.width, 1.0)
-        ring = float(np.log(10.0 ** (MODE_CUTOFF_DB / 20.0)) / sigma.min())
         return 0.0, ring + CONTACT_MAX_S + far / ctx.scene.air.c
     if prep.half_space is None:
         return 0.0, 0.0
