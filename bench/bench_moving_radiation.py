@@ -23,8 +23,8 @@ import numpy as np
 
 from impactsound.scene.trajectory import Trajectory
 from impactsound.sources.modal_kernel import synthesize
-from impactsound.sources.modal_moving import synthesize_moving
-from impactsound.transfer.low_order import compact_basis, compact_geometry, compact_weights
+from impactsound.sources.modal_moving import FactoredWeights, synthesize_moving
+from impactsound.transfer.low_order import compact_basis, compact_geometry, compact_weight_factors, compact_weights
 from impactsound.transfer.motion import control_hop, retarded_geometry
 
 C, RHO, FS = 343.2, 1.2041, 48000
@@ -77,6 +77,8 @@ def main():
     ap.add_argument("--listeners", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--profile", action="store_true", help="profile one moving render")
+    ap.add_argument("--dense", action="store_true", help="hand the kernel (frames x modes) weight arrays instead of "
+                    "the compact model's factored weights")
     a = ap.parse_args()
     if a.scene is not None:
         return scene_bench(a.scene or None, a.transfer, a.repeat)
@@ -115,7 +117,10 @@ def main():
         geo = retarded_geometry(body, tk, xl, C)
 
         def weights(frames):
-            return compact_weights(geo.x_body[frames], s, V, D, C, RHO, geo.amplification[frames])
+            if a.dense:
+                return compact_weights(geo.x_body[frames], s, V, D, C, RHO, geo.amplification[frames])
+            return FactoredWeights(*compact_weight_factors(geo.x_body[frames], s, V, D, C, RHO,
+                                                           geo.amplification[frames]))
 
         return synthesize_moving(w, xi, t0, tau, imp, geo.delay, weights, H, geom_e, basis, FS, n, cutoff_db=100.0)
 

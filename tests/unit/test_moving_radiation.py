@@ -194,3 +194,48 @@ def test_trajectory_interpolation():
     sp = Trajectory(tr.t, tr.position, None, "spline")
     assert np.allclose(sp.position_at(tr.t), tr.position)
     assert np.allclose(tr.velocity_at(np.array([0.5, 1.5, 5.0])), [[1, 0, 0], [0, 1, 0], [0, 0, 0]])
+
+
+def test_factored_weights_give_the_dense_samples():
+    # the compact model's weights handed to the kernel as seven factors per frame (formed inside the kernel) must
+    # give the samples of the full (frames x listeners x modes) weight array: many modes in several chunks, two
+    # listeners, a body moving and spinning, extra damping switching on mid-ring
+    from impactsound.sources.modal_moving import FactoredWeights, synthesize_moving
+    from impactsound.transfer.low_order import compact_basis, compact_geometry, compact_weight_factors, \
+        compact_weights
+    from impactsound.transfer.motion import control_hop
+    rng = np.random.default_rng(3)
+    m, E, n = 150, 6, int(0.25 * FS)
+    w = 2 * np.pi * np.sort(rng.uniform(100.0, 15000.0, m))
+    xi = 0.5 * (2.0 / w + 3e-7 * w)
+    s = -xi * w + 1j * w * np.sqrt(1 - xi**2)
+    t0 = np.sort(rng.uniform(0.0, 0.15, E))
+    tau = rng.uniform(3e-5, 2e-4, E)
+    imp = rng.normal(size=(E, m)) * 1e-3
+    V, D = rng.normal(size=m) * 1e-5, rng.normal(size=(m, 3)) * 1e-6
+    tt = np.linspace(0, 0.3, 31)
+    traj = Trajectory(tt, np.stack([-0.5 + 2 * tt, 0 * tt, 0.1 + 0 * tt], 1),
+                      np.stack([np.cos(5 * tt), np.sin(5 * tt), 0 * tt, 0 * tt], 1))
+    H = control_hop(FS)
+    K = -(-n // H) + 2
+    tk = np.arange(K) * (H / FS)
+    xl = np.broadcast_to(np.array([[0.3, -1.0, 1.2], [-0.8, 0.6, 1.0]]), (K, 2, 3))
+    geo = retarded_geometry(traj, tk, xl, C)
+    geom_e, _ = compact_geometry(geo.x_body[np.minimum((t0 * FS / H).astype(int), K - 1)], C, RHO)
+
+    def dense(frames):
+        return compact_weights(geo.x_body[frames], s, V, D, C, RHO, geo.amplification[frames])
+
+    def factored(frames):
+        return FactoredWeights(*compact_weight_factors(geo.x_body[frames], s, V, D, C, RHO,
+                                                       geo.amplification[frames]))
+
+    def damping(frames):
+        return np.where(frames[:, None] * H > 0.1 * FS, 30.0, 0.0) * np.ones(m)
+
+    args = (w, xi, t0, tau, imp, geo.delay)
+    for damp in (None, damping):
+        a = synthesize_moving(*args, dense, H, geom_e, compact_basis(V, D), FS, n, cutoff_db=80.0, damping=damp)
+        b = synthesize_moving(*args, factored, H, geom_e, compact_basis(V, D), FS, n, cutoff_db=80.0, damping=damp)
+        assert np.abs(a).max() > 0
+        assert np.abs(a - b).max() <= 1e-12 * np.abs(a).max()

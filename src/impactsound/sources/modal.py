@@ -36,7 +36,8 @@ from ..dynamics.events import EventLog
 from ..errors import InputError
 from ..io.progress import QUIET
 from ..transfer import hrtf
-from ..transfer.low_order import compact_basis, compact_geometry, compact_weights, model_moments
+from ..transfer.low_order import (compact_basis, compact_geometry, compact_weight_factors, compact_weights,
+                                  model_moments)
 from .modal_kernel import synthesize
 from .base import check_objects_known, render_arguments
 from .registry import SourceKind, register
@@ -232,7 +233,7 @@ class ModalSource:
         import warnings
 
         from ..transfer.motion import control_hop, retarded_geometry
-        from .modal_moving import synthesize_moving
+        from .modal_moving import FactoredWeights, synthesize_moving
         c, rho = self.air.c, self.air.rho
         H = control_hop(fs)
         K = -(-n_samples // H) + 2
@@ -285,9 +286,12 @@ class ModalSource:
             V, D = self._moments_of(name)
             basis = compact_basis(V[sel], D[sel])                                      # (4, m)
 
-            def w_compact(xb, scale, sel=sel, V=V, D=D):
+            def w_compact(xb, scale, sel=sel, V=V, D=D, factored=False):
+                if factored:
+                    return FactoredWeights(*compact_weight_factors(xb, s[sel], V[sel], D[sel], c, rho, scale))
                 return compact_weights(xb, s[sel], V[sel], D[sel], c, rho, scale)
 
+            w_compact.factors = True
             geom_e, _ = compact_geometry(xb_e, c, rho)
             groups.append((sel, imp[:, ~ffat], w_compact, geom_e, basis))
         if ffat.any():
@@ -323,6 +327,9 @@ class ModalSource:
                 basis = np.eye(len(sel))
 
             def weights(frames, sel=sel, wfun=wfun):
+                if getattr(wfun, "factors", False) and not binaural[frames].any():
+                    # the kernel forms the compact weights from seven factors per frame
+                    return wfun(geo.x_body[frames], geo.amplification[frames], factored=True)
                 wr, wi = wfun(geo.x_body[frames], geo.amplification[frames])
                 if binaural[frames].any():
                     g = shadow(sel, ears[frames], xl[frames], geo.source[frames])

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import math
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
@@ -46,12 +47,14 @@ from .modal_kernel import _NEVER, BLOCK, _contact_terms, _I, _scatter_contact, m
 
 @njit(cache=True, nogil=True, fastmath=True)
 def _run_moving_block(b0, b1, zr, zi, pr, pim, sr, si, wd, j0, l, order_l, ninj_l, state, t0, tau, imp, dly, H,
-                      Wr, Wi, Ex, has_ex, k0, dt, alive_len, out):
+                      Wr, Wi, Gf, Br, Bi, factored, wbuf, Ex, has_ex, k0, dt, alive_len, out):
     """Advance one (chunk, listener) item over samples [b0, b1), writing sum_j Im(W_j Z_j) to out[0 : b1 - b0].
 
     zr, zi: (mc,) emission-time state; pr, pim: (mc,) the pole e^{s dT} of frame state[2] (kept between calls);
     sr, si, wd: (mc,) poles s and w_d; j0: first mode of the chunk; dly: (K, L) delay per control frame [s]; Wr, Wi:
-    (Kb, L, m) weights of frames k0 .. k0 + Kb - 1; state: int64[3] = (next position in order_l, alive-until
+    (Kb, L, m) weights of frames k0 .. k0 + Kb - 1, or with ``factored`` W = Gf (Br + i Bi) from Gf (Kb, L, R) and
+    Br, Bi (R, m) (a few geometric factors per frame, formed here per frame: no (frames x modes) array); wbuf
+    (6, mc): scratch for the weights at both ends of the current frame and the pole's eighth power; state: int64[3] = (next position in order_l, alive-until
     sample, frame whose pole is in pr/pim; -1: none yet).
 
     The pole of frame k is that of frame k - 1 times e^{-s (dd_k - dd_{k-1})}, dd_k = (d_{k+1} - d_k) / H: the delay
@@ -61,10 +64,13 @@ def _run_moving_block(b0, b1, zr, zi, pr, pim, sr, si, wd, j0, l, order_l, ninj_
     takes the exact exponential."""
     mc = zr.shape[0]
     n_ev = order_l.shape[0]
-    ra = Wr[0, l, j0:j0 + mc]
-    ia = ra
-    rb = ra
-    ib = ra
+    R = Gf.shape[2]
+    ra = wbuf[0]
+    ia = wbuf[1]
+    rb = wbuf[2]
+    ib = wbuf[3]
+    p8r = wbuf[4]
+    p8i = wbuf[5]
     smax = 0.0
     for jj in range(mc):
         smax = max(smax, abs(complex(sr[jj], si[jj])))
@@ -96,13 +102,21 @@ def _run_moving_block(b0, b1, zr, zi, pr, pim, sr, si, wd, j0, l, order_l, ninj_
                 step = ddk - (dly[kp + 1, l] - dly[kp, l]) / H
                 if step != 0.0:
                     if smax * abs(step) < 1e-3:
+                        # r = e^x, x = -(s - e) step, by Horner in real arithmetic (vectorised over modes): fourth
+                        # order (error < 1e-17) or, for |x| < 1e-6, second order (error < 2e-19)
+                        order4 = smax * abs(step) >= 1e-6
                         for jj in range(mc):
-                            # r = e^x, x = -s step, by Horner in real arithmetic (vectorised over modes)
-                            xr = -step * (sr[jj] - (Ex[k - k0, j0 + jj] if has_ex else 0.0))
+                            ur = sr[jj]
+                            if has_ex:
+                                ur -= Ex[k - k0, j0 + jj]
+                            xr = -step * ur
                             xi = -step * si[jj]
-                            ur = 1.0 / 6.0 + xr * (1.0 / 24.0)
-                            ui = xi * (1.0 / 24.0)
-                            ur, ui = 0.5 + xr * ur - xi * ui, xr * ui + xi * ur
+                            ur = 0.5
+                            ui = 0.0
+                            if order4:
+                                ur = 1.0 / 6.0 + xr * (1.0 / 24.0)
+                                ui = xi * (1.0 / 24.0)
+                                ur, ui = 0.5 + xr * ur - xi * ui, xr * ui + xi * ur
                             ur, ui = 1.0 + xr * ur - xi * ui, xr * ui + xi * ur
                             ur, ui = 1.0 + xr * ur - xi * ui, xr * ui + xi * ur
                             qr = pr[jj]
@@ -117,10 +131,44 @@ def _run_moving_block(b0, b1, zr, zi, pr, pim, sr, si, wd, j0, l, order_l, ninj_
                             pr[jj] = e.real
                             pim[jj] = e.imag
             state[2] = k
-            ra = Wr[k - k0, l, j0:j0 + mc]
-            ia = Wi[k - k0, l, j0:j0 + mc]
-            rb = Wr[k + 1 - k0, l, j0:j0 + mc]
-            ib = Wi[k + 1 - k0, l, j0:j0 + mc]
+            for jj in range(mc):
+                # p^8 by three squarings (the eight-sample step of the state)
+                c = pr[jj]
+                d = pim[jj]
+                c, d = c * c - d * d, 2.0 * c * d
+                c, d = c * c - d * d, 2.0 * c * d
+                p8r[jj] = c * c - d * d
+                p8i[jj] = 2.0 * c * d
+            if factored:
+                # the far end of the previous frame is this frame's near end
+                # (factors outermost, modes innermost: vectorised over modes)
+                if kcur >= 0 and k == kcur + 1:
+                    for jj in range(mc):
+                        ra[jj] = rb[jj]
+                        ia[jj] = ib[jj]
+                else:
+                    for jj in range(mc):
+                        ra[jj] = 0.0
+                        ia[jj] = 0.0
+                    for f in range(R):
+                        gk = Gf[k - k0, l, f]
+                        for jj in range(mc):
+                            ra[jj] += gk * Br[f, j0 + jj]
+                            ia[jj] += gk * Bi[f, j0 + jj]
+                for jj in range(mc):
+                    rb[jj] = 0.0
+                    ib[jj] = 0.0
+                for f in range(R):
+                    gk = Gf[k + 1 - k0, l, f]
+                    for jj in range(mc):
+                        rb[jj] += gk * Br[f, j0 + jj]
+                        ib[jj] += gk * Bi[f, j0 + jj]
+            else:
+                for jj in range(mc):
+                    ra[jj] = Wr[k - k0, l, j0 + jj]
+                    ia[jj] = Wi[k - k0, l, j0 + jj]
+                    rb[jj] = Wr[k + 1 - k0, l, j0 + jj]
+                    ib[jj] = Wi[k + 1 - k0, l, j0 + jj]
             kcur = k
         # injections due at sample n: A e^{s (T_n - t0)}
         ptr = state[0]
@@ -180,24 +228,29 @@ def _run_moving_block(b0, b1, zr, zi, pr, pim, sr, si, wd, j0, l, order_l, ninj_
                     g1 = ia[jj] + a * (ib[jj] - ia[jj])
                     x = zr[jj]
                     y = zi[jj]
-                    a0 += g0 * y + g1 * x
-                    x, y = x * c - y * d, x * d + y * c
-                    a1 += g0 * y + g1 * x
-                    x, y = x * c - y * d, x * d + y * c
-                    a2 += g0 * y + g1 * x
-                    x, y = x * c - y * d, x * d + y * c
-                    a3 += g0 * y + g1 * x
-                    x, y = x * c - y * d, x * d + y * c
-                    a4 += g0 * y + g1 * x
-                    x, y = x * c - y * d, x * d + y * c
-                    a5 += g0 * y + g1 * x
-                    x, y = x * c - y * d, x * d + y * c
-                    a6 += g0 * y + g1 * x
-                    x, y = x * c - y * d, x * d + y * c
-                    a7 += g0 * y + g1 * x
-                    x, y = x * c - y * d, x * d + y * c
-                    zr[jj] = x
-                    zi[jj] = y
+                    # Im(W p^n Z) = Im(p^n (W Z)): the weight is constant over the eight, so rotate W Z instead of
+                    # Z (one accumulation per sample, as the static kernel), and advance Z by p^8 once
+                    u = g0 * x - g1 * y
+                    v = g0 * y + g1 * x
+                    a0 += v
+                    u, v = u * c - v * d, u * d + v * c
+                    a1 += v
+                    u, v = u * c - v * d, u * d + v * c
+                    a2 += v
+                    u, v = u * c - v * d, u * d + v * c
+                    a3 += v
+                    u, v = u * c - v * d, u * d + v * c
+                    a4 += v
+                    u, v = u * c - v * d, u * d + v * c
+                    a5 += v
+                    u, v = u * c - v * d, u * d + v * c
+                    a6 += v
+                    u, v = u * c - v * d, u * d + v * c
+                    a7 += v
+                    c8 = p8r[jj]
+                    d8 = p8i[jj]
+                    zr[jj] = x * c8 - y * d8
+                    zi[jj] = x * d8 + y * c8
                 out[i + 0 - b0] = a0
                 out[i + 1 - b0] = a1
                 out[i + 2 - b0] = a2
@@ -218,6 +271,21 @@ def _run_moving_block(b0, b1, zr, zi, pr, pim, sr, si, wd, j0, l, order_l, ninj_
                 out[i - b0] = acc
                 i += 1
         n = stop
+
+
+@dataclass
+class FactoredWeights:
+    """Radiation weights in factored form, W[f, l, j] = sum_r g[f, l, r] basis[r, j]: g (frames, L, R) real, basis
+    (R, m) complex. A model with a few geometric factors per frame (the compact model: R = 7) returns this from
+    ``weights(frames)`` so the kernel forms each frame's weights itself, instead of a (frames, L, m) array."""
+
+    g: np.ndarray
+    basis: np.ndarray
+
+
+_NO_W = np.zeros((1, 1, 1))
+_NO_G = np.zeros((1, 1, 1))
+_NO_B = np.zeros((1, 1))
 
 
 def injection_samples(t0, tau, dly, H: int, fs: float):
@@ -281,8 +349,8 @@ def synthesize_moving(omega, xi, t0, tau, impulse, delay_frames, weights: Callab
         Propagation delay d_l(t_k) [s] at control frames t_k = k hop / sample_rate; K must cover the output:
         K >= ceil(n_samples / hop) + 1.
     weights : callable
-        weights(frames) -> complex (len(frames), L, m), or its (real, imaginary) parts as a tuple of two real
-        arrays: W_lj at the control frames ``frames`` (int array; called
+        weights(frames) -> complex (len(frames), L, m), its (real, imaginary) parts as a tuple of two real
+        arrays, or a :class:`FactoredWeights`: W_lj at the control frames ``frames`` (int array; called
         block by block and only for frames where some mode still rings, so the weights of a long render are never
         all held at once).
     hop : int
@@ -361,6 +429,7 @@ def synthesize_moving(omega, xi, t0, tau, impulse, delay_frames, weights: Callab
     zs = [(np.zeros(b - a), np.zeros(b - a)) for a, b in chunks for _ in range(L)]
     ps = [(np.zeros(b - a), np.zeros(b - a)) for a, b in chunks for _ in range(L)]
     states = [np.array([0, -1, -1], np.int64) for _ in items]
+    wbufs = [np.zeros((6, chunks[c][1] - chunks[c][0])) for c, _ in items]
     needed = _ringing_frames(ninj, max(alive), H, -(-n_samples // H) + 1)
     polys = [(sr[a:b].copy(), si[a:b].copy(), wd[a:b].copy()) for a, b in chunks]
     B = min(BLOCK, n_samples)
@@ -372,12 +441,22 @@ def synthesize_moving(omega, xi, t0, tau, impulse, delay_frames, weights: Callab
             b1 = min(n_samples, b0 + B)
             k0, k1 = b0 // H, (b1 - 1) // H + 2                   # frames whose weights this block reads
             frames = k0 + np.flatnonzero(needed[k0:k1])           # only where something rings
+            factored = False
             if len(frames):
                 W = weights(frames)
-                wr, wi = (W.real, W.imag) if not isinstance(W, tuple) else W
-                if wr.shape != (len(frames), L, m) or wi.shape != wr.shape:
-                    raise InputError(f"synthesize_moving: weights(frames) must have shape {(len(frames), L, m)}, "
-                                     f"got {wr.shape}")
+                if isinstance(W, FactoredWeights):
+                    factored = True
+                    g = np.asarray(W.g, np.float64)
+                    Br = np.ascontiguousarray(W.basis.real, np.float64)
+                    Bi = np.ascontiguousarray(W.basis.imag, np.float64)
+                    if g.ndim != 3 or g.shape[:2] != (len(frames), L) or Br.shape != (g.shape[2], m):
+                        raise InputError(f"synthesize_moving: factored weights need g ({len(frames)}, {L}, R) and "
+                                         f"basis (R, {m}), got {g.shape} and {Br.shape}")
+                else:
+                    wr, wi = (W.real, W.imag) if not isinstance(W, tuple) else W
+                    if wr.shape != (len(frames), L, m) or wi.shape != wr.shape:
+                        raise InputError(f"synthesize_moving: weights(frames) must have shape "
+                                         f"{(len(frames), L, m)}, got {wr.shape}")
             if damping is None:
                 Ex = np.zeros((1, 1))
             else:
@@ -385,7 +464,11 @@ def synthesize_moving(omega, xi, t0, tau, impulse, delay_frames, weights: Callab
                 if Ex.shape != (k1 - k0, m) or not np.all(np.isfinite(Ex) & (Ex >= 0)):
                     raise InputError(f"synthesize_moving: damping(frames) must be finite, >= 0 and of shape "
                                      f"{(k1 - k0, m)}")
-            if len(frames) == k1 - k0:
+            if factored:
+                Wr = Wi = _NO_W
+                G = np.zeros((k1 - k0, L, g.shape[2]))
+                G[frames - k0] = g
+            elif len(frames) == k1 - k0:
                 Wr, Wi = np.ascontiguousarray(wr, np.float64), np.ascontiguousarray(wi, np.float64)
             else:
                 Wr = np.zeros((k1 - k0, L, m))
@@ -393,14 +476,16 @@ def synthesize_moving(omega, xi, t0, tau, impulse, delay_frames, weights: Callab
                 if len(frames):
                     Wr[frames - k0] = wr
                     Wi[frames - k0] = wi
+            if not factored:
+                G, Br, Bi = _NO_G, _NO_B, _NO_B
 
             def work(i):
                 c, l = items[i]
                 a, _ = chunks[c]
                 ssr, ssi, wwd = polys[c]
                 _run_moving_block(b0, b1, zs[i][0], zs[i][1], ps[i][0], ps[i][1], ssr, ssi, wwd, a, l, order[l],
-                                  ninj_c[l], states[i],
-                                  t0, tau, imp, dly, H, Wr, Wi, Ex, damping is not None, k0, dt, alive[c], part[i])
+                                  ninj_c[l], states[i], t0, tau, imp, dly, H, Wr, Wi, G, Br, Bi, factored,
+                                  wbufs[i], Ex, damping is not None, k0, dt, alive[c], part[i])
 
             if ex is None:
                 for i in range(len(items)):

@@ -204,15 +204,23 @@ def compact_weights(x_body, s, V, D, c: float, rho: float, scale=None):
 
     ``scale`` (...,), optional: a factor per position (e.g. a moving source's convective amplification).
     Returns (W.real, W.imag), each (..., m)."""
+    g, B = compact_weight_factors(x_body, s, V, D, c, rho, scale)
+    g2 = g.reshape(-1, g.shape[-1])                                                    # one BLAS product each
+    shape = g.shape[:-1] + (len(s),)
+    return (g2 @ np.ascontiguousarray(B.real)).reshape(shape), (g2 @ np.ascontiguousarray(B.imag)).reshape(shape)
+
+
+def compact_weight_factors(x_body, s, V, D, c: float, rho: float, scale=None):
+    """The compact model's weights in factored form W = g B (:func:`compact_weights` forms the product): the seven
+    non-zero geometric coefficients g (..., 7) of :func:`compact_geometry` (times ``scale``) and the complex
+    (7, m) basis B_kf,j = basis_f,j s_j^k. A renderer that needs W at many listener positions forms it there."""
     geom, _ = compact_geometry(x_body, c, rho)
     g = np.stack([geom[..., k, f] for k, f in COMPACT_NONZERO], axis=-1)               # (..., 7)
     if scale is not None:
         g = g * np.asarray(scale)[..., None]
     basis = compact_basis(V, D)
-    B = np.stack([basis[f] * s**k for k, f in COMPACT_NONZERO])                        # (7, m) complex
-    g2 = g.reshape(-1, g.shape[-1])                                                    # one BLAS product each
-    shape = g.shape[:-1] + (len(s),)
-    return (g2 @ np.ascontiguousarray(B.real)).reshape(shape), (g2 @ np.ascontiguousarray(B.imag)).reshape(shape)
+    s = np.asarray(s)
+    return g, np.stack([basis[f] * s**k for k, f in COMPACT_NONZERO])                  # (7, m) complex
 
 
 def compact_harmonic(V, D, x_body, omega, c: float, rho: float, x0=(0.0, 0.0, 0.0)) -> np.ndarray:

@@ -21,9 +21,11 @@ or, for an event log without recorded motion, from the poses the events carry.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 
 from ..rotation import quat_to_matrix
 from ..scene.trajectory import Trajectory
@@ -113,8 +115,10 @@ def retarded_geometry(body: Trajectory, t, listeners, c: float, *, iterations: i
     x_l = np.asarray(listeners, np.float64)
     K, L = x_l.shape[:2]
     tt = np.broadcast_to(t[:, None], (K, L))
-    T = tt - np.linalg.norm(x_l - body.position_at(tt), axis=-1) / c
-    if body.moves:
+    if body.interpolation == "linear" or len(body.t) < 3:
+        T = _retarded_times_linear(body.t, body.position, t, np.ascontiguousarray(x_l), float(c), iterations)
+    else:
+        T = tt - np.linalg.norm(x_l - body.position_at(tt), axis=-1) / c
         for _ in range(iterations):
             T_new = tt - np.linalg.norm(x_l - body.position_at(T), axis=-1) / c
             done = np.max(np.abs(T_new - T)) < 1e-13
@@ -127,6 +131,38 @@ def retarded_geometry(body: Trajectory, t, listeners, c: float, *, iterations: i
     x_b = np.einsum("klji,klj->kli", pose.rotation, rel)            # R^T (x_l - X)
     m_r = np.einsum("kli,kli->kl", pose.velocity, rel) / np.where(r > 0, r, 1.0) / c
     return RetardedGeometry(T, tt - T, x_b, pose.position, 1.0 / (1.0 - m_r) ** 2)
+
+
+@njit(cache=True, nogil=True)
+def _retarded_times_linear(tb, xb, t, x_l, c, iterations):
+    """Emission times T (K, L) of :func:`retarded_geometry` for a body trajectory interpolated linearly (times tb,
+    positions xb, held still outside its span): the same fixed point per frame and listener, compiled."""
+    K, L = x_l.shape[0], x_l.shape[1]
+    nb = tb.shape[0]
+    T = np.empty((K, L))
+    for l in range(L):
+        for k in range(K):
+            Tk = t[k]
+            for it in range(iterations + 1):
+                tc = min(max(Tk, tb[0]), tb[nb - 1])
+                if nb < 2:
+                    px, py, pz = xb[0, 0], xb[0, 1], xb[0, 2]
+                else:
+                    j = min(max(np.searchsorted(tb, tc, side="right") - 1, 0), nb - 2)
+                    a = (tc - tb[j]) / (tb[j + 1] - tb[j])
+                    px = xb[j, 0] + a * (xb[j + 1, 0] - xb[j, 0])
+                    py = xb[j, 1] + a * (xb[j + 1, 1] - xb[j, 1])
+                    pz = xb[j, 2] + a * (xb[j + 1, 2] - xb[j, 2])
+                dx = x_l[k, l, 0] - px
+                dy = x_l[k, l, 1] - py
+                dz = x_l[k, l, 2] - pz
+                Tn = t[k] - math.sqrt(dx * dx + dy * dy + dz * dz) / c
+                done = abs(Tn - Tk) < 1e-13
+                Tk = Tn
+                if done or nb < 2:
+                    break
+            T[k, l] = Tk
+    return T
 
 
 def emission_keyframes(body: Trajectory, T, listeners, c: float, *, iterations: int = 8):
