@@ -22,7 +22,7 @@ demo: $(STAMP)
 # two workers (pytest-xdist) sharing one asset cache: the default suite in 7-8 min on 2 cores instead of ~9.5
 # (about 10 on a fresh clone, where Numba compiles every kernel first)
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n 2
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow

@@ -24,3 +24,16 @@ def _fresh_impactsound_logger():
     log.setLevel(saved[0])
     log.handlers[:] = saved[1]
     log.propagate = saved[2]
+
+
+#: test files whose tests assemble bempp-cl operators. bempp-cl compiles its Numba kernels once per process
+#: (~75 s on 2 cores), so under pytest-xdist (``--dist loadgroup``, the Makefile's test command) they all run on
+#: one worker and the compile is paid once per run, not once per worker.
+_BEMPP_FILES = ("test_bem.py", "test_bem_fallback.py", "test_transfer_cli.py", "test_shell_ffat.py",
+                "test_shell_screen.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.path.name in _BEMPP_FILES:
+            item.add_marker(pytest.mark.xdist_group("bempp"))

@@ -10,8 +10,11 @@ longest side / 25) (``mesh.tetra._default_max_edge``), which TetGen enforces as 
 that edge, so its tets come out ~2x shorter: a few-cm object gets a few hundred to ~2 k vertices, i.e. ~1-10 k
 P2 nodes, solved in seconds. Measured with TetGen at this density (P2 modes below 20 kHz against a mesh with
 half the edge): within 0.02-0.9 % for compact, bar- and plate-like objects (the demo's bar, ball and block, a
-2 mm plate, a torus, an L-bracket), but 2.5-4 % high for 5 mm thin walls (the demo bowl, a mug; 0.7-1.9 % at
-max_edge = the wall). Pass ``max_edge`` for thin shells or higher bands.
+2 mm plate, a torus, an L-bracket), but 2.5-4 % high for 5 mm curved walls (the demo bowl, a mug). So a wall
+bent into a volume (2 V / A under a third of the smallest side) gets at most 0.8 x its thickness, two elements
+through the wall: the mug 0.48 %, the bowl 0.10 % (against half the wall), for ~10-18x the solve time (33 s and
+20 s on 2 cores), within a budget of ~40 k tets that walls much thinner than their extent exceed (they get a
+coarser edge; the thin-shell model is made for them). Pass ``max_edge`` for higher bands.
 
 The tet mesher is ``mesher`` (``mesh.tetra.tetrahedralize``: "tetgen", "ftetwild", "gmsh", "auto"; None is
 ``mesh.tetra.DEFAULT_MESHER``), each under its own licence (TetGen AGPL-3.0-or-later, fTetWild MPL-2.0, Gmsh
