@@ -174,3 +174,25 @@ def test_cli_help_documents_the_flags():
     text = " ".join(res.output.split())
     for word in ("--scheduler", "--fallback-local", "--workers", "dask scheduler", "impactsound[distributed]"):
         assert word in text, word
+
+
+def test_pool_forks_only_without_other_threads(monkeypatch):
+    # forking while another thread may hold a lock can hang the child: fork only with the main thread alone
+    import sys
+    import threading
+
+    from impactsound import parallel
+    if not sys.platform.startswith("linux"):
+        pytest.skip("fork is used on Linux only")
+    monkeypatch.setattr(threading, "active_count", lambda: 1)
+    assert parallel._start_method() == "fork"
+    monkeypatch.setattr(threading, "active_count", lambda: 2)
+    assert parallel._start_method() == "spawn"
+    monkeypatch.setattr(threading, "active_count", lambda: 1)
+    import numba.np.ufunc.parallel as npar
+    monkeypatch.setattr(npar, "_is_initialized", True)          # Numba's parallel layer holds its own threads
+    assert parallel._start_method() == "spawn"
+    # and a real pool gives the same list whichever start method it got
+    monkeypatch.undo()
+    tasks = [3000, 10, 2000]
+    assert map_tasks(stretch, tasks, workers=2) == [stretch(t) for t in tasks]

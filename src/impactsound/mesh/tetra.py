@@ -218,6 +218,13 @@ WALL_TETS_PER_AREA = 15.5
 WALL_TET_BUDGET = 40_000
 
 
+def _box_edge(mesh) -> float:
+    """The box rule of :func:`_default_max_edge`: 1/5 of the smallest bounding-box side, at least 1/25 of the
+    largest."""
+    ext = np.asarray(mesh.extents, dtype=np.float64)
+    return float(max(ext.min() / 5.0, ext.max() / 25.0))
+
+
 def _default_max_edge(mesh) -> float:
     """Default target edge length [m]: 1/5 of the smallest bounding-box side (at least 1/25 of the largest), and at
     most 0.8 x the wall thickness t = 2 V / A.
@@ -239,7 +246,7 @@ def _default_max_edge(mesh) -> float:
     The bound is relaxed where it would ask TetGen for more than :data:`WALL_TET_BUDGET` tets (walls much thinner
     than their extent: a 3 mm wall on a 8 cm cup gets 1.2 t, ~2-3 % high modes; a thin shell is the right model)."""
     ext = np.asarray(mesh.extents, dtype=np.float64)
-    h = float(max(ext.min() / 5.0, ext.max() / 25.0))
+    h = _box_edge(mesh)
     A, V = float(mesh.area), abs(float(mesh.volume))
     if A > 0 and V > 0:
         t = 2.0 * V / A
@@ -271,7 +278,8 @@ def tetrahedralize(mesh, max_edge: float | None = None, quality: float = DEFAULT
     """
     say = progress or (lambda stage: None)
     name = resolve_mesher(mesher, source)
-    if max_edge is None:
+    defaulted = max_edge is None
+    if defaulted:
         max_edge = _default_max_edge(mesh)
     if not (max_edge > 0 and math.isfinite(max_edge)):
         raise MeshError(f"{source}: max_edge = {max_edge!r} m must be a positive length")
@@ -294,6 +302,9 @@ def tetrahedralize(mesh, max_edge: float | None = None, quality: float = DEFAULT
         except _Refused as exc:
             reason = f"{_LABEL[name]} refused the surface ({exc})"
     if reason:
+        if defaulted:
+            # a self-intersecting or multi-shell surface's 2 V / A is not a wall thickness: the box rule
+            max_edge = _box_edge(mesh)
         nodes, tets = _ftetwild(mesh, max_edge, source, reason, say)
     if info is not None:
         info["mesher"] = FALLBACK_MESHER if reason else name
