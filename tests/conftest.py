@@ -34,16 +34,24 @@ _BEMPP_FILES = ("test_bem.py", "test_bem_fallback.py", "test_transfer_cli.py", "
                 "test_shell_screen.py")
 
 
-def pytest_xdist_make_scheduler(config, log):
+class _BemppGroup:
     """``--dist loadgroup`` with the bempp-cl files as one group. (pytest-xdist 3.8 marks a group by renaming each
     test's node id, which pytest 9 no longer allows, so ``xdist_group`` marks are not seen: the grouping is done
-    here, in the scheduler, instead.)"""
-    if config.getvalue("dist") != "loadgroup":
-        return None
-    from xdist.scheduler import LoadScopeScheduling
+    here, in the scheduler, instead.) Registered only where pytest-xdist is (its hook is unknown elsewhere)."""
 
-    class _Groups(LoadScopeScheduling):
-        def _split_scope(self, nodeid):
-            return "bempp" if nodeid.split("::")[0].rsplit("/", 1)[-1] in _BEMPP_FILES else nodeid
+    @staticmethod
+    def pytest_xdist_make_scheduler(config, log):
+        if config.getvalue("dist") != "loadgroup":
+            return None
+        from xdist.scheduler import LoadScopeScheduling
 
-    return _Groups(config, log)
+        class _Groups(LoadScopeScheduling):
+            def _split_scope(self, nodeid):
+                return "bempp" if nodeid.split("::")[0].rsplit("/", 1)[-1] in _BEMPP_FILES else nodeid
+
+        return _Groups(config, log)
+
+
+def pytest_configure(config):
+    if config.pluginmanager.hasplugin("xdist"):
+        config.pluginmanager.register(_BemppGroup(), "impactsound-bempp-group")

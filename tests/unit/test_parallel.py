@@ -184,12 +184,13 @@ def test_pool_forks_only_without_other_threads(monkeypatch):
     from impactsound import parallel
     if not sys.platform.startswith("linux"):
         pytest.skip("fork is used on Linux only")
+    import numba.np.ufunc.parallel as npar
     monkeypatch.setattr(threading, "active_count", lambda: 1)
+    monkeypatch.setattr(npar, "_is_initialized", False)
     assert parallel._start_method() == "fork"
     monkeypatch.setattr(threading, "active_count", lambda: 2)
     assert parallel._start_method() == "spawn"
     monkeypatch.setattr(threading, "active_count", lambda: 1)
-    import numba.np.ufunc.parallel as npar
     monkeypatch.setattr(npar, "_is_initialized", True)          # Numba's parallel layer holds its own threads
     assert parallel._start_method() == "spawn"
     # and a real pool gives the same list whichever start method it got
