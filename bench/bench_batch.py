@@ -48,7 +48,7 @@ def run(plan_path, out, workers, cache):
     """Wall time of ``impactsound batch PLAN --out OUT --workers W`` in a fresh process, as a user runs it (so
     both sides pay the same start-up: imports and compiled kernels in the process that renders)."""
     env = dict(os.environ, IMPACTSOUND_CACHE=str(cache))
-    cmd = [sys.executable, "-c", "import sys; from impactsound.cli import main; sys.exit(main())", "-q", "batch", str(plan_path), "--out", str(out),
+    cmd = [sys.executable, "-m", "impactsound", "-q", "batch", str(plan_path), "--out", str(out),
            "--workers", str(workers)]
     t = time.perf_counter()
     r = subprocess.run(cmd, env=env, capture_output=True, text=True)

@@ -201,3 +201,11 @@ def test_demo_writes_stems_of_a_built_in_scene(tmp_path):
     r = CliRunner().invoke(cli, ["-q", "demo", "--scene", "shells", "--out", str(tmp_path), "--stems",
                                  str(tmp_path / "s2")])
     assert r.exit_code != 0 and "render one of its scenes" in str(r.exception)
+
+
+def test_python_dash_m_runs_the_same_command_line():
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "-m", "impactsound", "materials"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "steel" in r.stdout
