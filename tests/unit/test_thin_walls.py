@@ -66,3 +66,18 @@ def test_mug_modes_at_the_default_edge_are_within_one_percent_of_a_converged_mes
     nodes, tets = tetrahedralize(mug, max_edge=0.0025)
     ref = modal_analysis(None, mat, nodes=nodes, tets=tets, max_modes=20, f_max=1e7).frequencies_hz
     assert np.abs(f / ref - 1).max() < 0.01
+
+
+def test_modal_cache_key_follows_the_default_edge(monkeypatch):
+    # regression: the key held max_edge = None for the default, so a model meshed under an older default rule was
+    # reused after the rule changed (the output depended on what the cache held)
+    from impactsound.fem.modal import modal_inputs_hash
+    from impactsound.mesh import tetra
+    from impactsound.scene.primitives import make_primitive
+    mug, steel = make_primitive("mug", {}, "mug"), get_material("steel")
+    box = trimesh.creation.box(extents=(0.06, 0.05, 0.04))
+    before = modal_inputs_hash(mug, steel, 2), modal_inputs_hash(box, steel, 2)
+    monkeypatch.setattr(tetra, "WALL_EDGE_FRACTION", 0.5)
+    after = modal_inputs_hash(mug, steel, 2), modal_inputs_hash(box, steel, 2)
+    assert before[0] != after[0]           # the mug's default edge changed: another model
+    assert before[1] == after[1]           # the solid's did not
