@@ -33,8 +33,8 @@ from ..assets import asset_lock, cache_dir, content_hash
 from ..errors import AssetError, InputError, MeshError
 from ..materials import Material
 from ..mesh.surface import check_surface
-from ..mesh.tetra import (DEFAULT_QUALITY, _default_max_edge, boundary_faces, ftetwild_version, orient_tets,
-                          resolve_mesher, tetrahedralize)
+from ..mesh.tetra import (DEFAULT_QUALITY, _box_edge, _default_max_edge, boundary_faces, ftetwild_version,
+                          orient_tets, resolve_mesher, tetrahedralize)
 from .assembly import P2_EDGES, assemble
 from .eigen import SOLVER_VERSION, solve_modes
 from .model import ModalModel
@@ -293,8 +293,11 @@ def modal_inputs_hash(surface, material: Material, order: int, *, nodes=None, te
                     max_edge=None if max_edge is None else float(max_edge), quality=float(quality),
                     mesher=name, solver=SOLVER_VERSION, code=CODE_VERSION)
     if surface is not None and max_edge is None:
-        # the edge the default rule gives this surface: a model cached under an older rule is not reused
-        settings["default_edge"] = float(_default_max_edge(surface))
+        # the edge the default rule gives this surface where it is not the box rule (curved thin walls): a model
+        # meshed under the box rule alone (the only default before) is not reused; solids keep their keys
+        h = float(_default_max_edge(surface))
+        if h != _box_edge(surface):
+            settings["default_edge"] = h
     if name in ("tetgen", "given"):
         settings["tetgen"] = _version("tetgen")        # in the key before ``mesher`` existed, kept for given meshes too
     else:
