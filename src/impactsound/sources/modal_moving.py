@@ -283,8 +283,8 @@ class FactoredWeights:
     basis: np.ndarray
 
 
+# placeholders for the kernel's arguments of the weight form not in use
 _NO_W = np.zeros((1, 1, 1))
-_NO_G = np.zeros((1, 1, 1))
 _NO_B = np.zeros((1, 1))
 
 
@@ -477,7 +477,7 @@ def synthesize_moving(omega, xi, t0, tau, impulse, delay_frames, weights: Callab
                     Wr[frames - k0] = wr
                     Wi[frames - k0] = wi
             if not factored:
-                G, Br, Bi = _NO_G, _NO_B, _NO_B
+                G, Br, Bi = _NO_W, _NO_B, _NO_B
 
             def work(i):
                 c, l = items[i]
