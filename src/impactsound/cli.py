@@ -99,6 +99,8 @@ BUILTIN_SCENES = {
     "cymbal": ("cymbal_stand.toml", "Ride cymbal on a stand, struck by steel balls; a listener walks past"),
     "ground": ("ground_drop.toml", "Ground paper's drop (Qu & James 2019): 2 cm steel ball, 15 cm onto MDF"),
     "balls": ("ground_balls.toml", "Ground paper's 13 steel balls (Qu & James 2019, Fig. 5): 3-23 cm onto concrete"),
+    "rock": ("ground_rock.toml", "Ground paper's granite rock (Qu & James 2019, Fig. 7): 30 cm, dropped 25 cm onto "
+                                 "packed soil"),
     "trash": ("trash_can.toml", "Trash can knocked over, its lid spinning down, a water bottle; a listener walks past"),
 }
 
@@ -119,7 +121,8 @@ BUILTIN_SCENES = {
                    "and bowl (DIR/table.*); cymbal: a ride cymbal on its stand struck by falling steel balls, "
                    "heard by a listener walking past (binaural; DIR/cymbal.*); ground: the ground-sound paper's "
                    "ball drop onto MDF, heard overhead (DIR/ground.*); balls: its 13 steel balls dropped from 3-23 "
-                   "cm onto concrete (DIR/balls.*); trash: the Harmonic Shells paper's trash can "
+                   "cm onto concrete (DIR/balls.*); rock: its 30 cm granite rock dropped 25 cm onto packed soil, the floor's "
+                   "rumble loudest (DIR/rock.*; its FDTD radiation takes ~20 min cold); trash: the Harmonic Shells paper's trash can "
                    "knocked over, its lid spinning down on its rim and a water bottle dropped, heard by a walking "
                    "binaural listener (DIR/trash.*); plate: a ceramic plate pre-cut into Voronoi pieces that break apart at "
                    "its first hard impact on concrete (DIR/plate.*, the generated scene in DIR/plate_scene/).")

@@ -173,6 +173,30 @@ def test_retarded_geometry_of_uniform_motion():
         assert abs(geo.amplification[k, 0] - (1 - Mr) ** -2) < 1e-9
 
 
+def test_compiled_pose_agrees_with_the_trajectory():
+    # the compiled retarded pose (linear positions, slerp orientations) must be what the trajectory's own
+    # interpolation gives at the emission time it returns, and that time must solve T = t - |x_l - X(T)| / c;
+    # frames before, inside and after the recorded span, a body tumbling about a changing axis
+    from impactsound.rotation import quat_to_matrix
+    rng = np.random.default_rng(3)
+    tb = np.linspace(0.1, 0.9, 40) + rng.uniform(-5e-3, 5e-3, 40)
+    q = rng.normal(size=(40, 4))                                  # tumbling: a new axis every segment
+    traj = Trajectory(tb, np.cumsum(rng.normal(size=(40, 3)) * 0.2, axis=0), q)   # ~10 m/s
+    t = np.linspace(0.0, 1.0, 301)
+    xl = rng.normal(size=(301, 2, 3)) + np.array([0.0, 0.0, 2.0])
+    geo = retarded_geometry(traj, t, xl, C)
+    T = geo.T
+    X = traj.position_at(T)
+    assert np.abs(T - (t[:, None] - np.linalg.norm(xl - X, axis=-1) / C)).max() < 1e-12
+    R = quat_to_matrix(traj.quaternion_at(T).reshape(-1, 4)).reshape(301, 2, 3, 3)
+    assert np.abs(geo.x_body - np.einsum("klji,klj->kli", R, xl - X)).max() < 1e-12
+    assert np.abs(geo.source - X).max() < 1e-12
+    rel = xl - X
+    m_r = np.einsum("kli,kli->kl", traj.velocity_at(T), rel) / np.linalg.norm(rel, axis=-1) / C
+    assert np.abs(geo.amplification - (1 - m_r) ** -2).max() < 1e-12
+    assert np.any(geo.amplification != 1.0) and np.any(geo.amplification == 1.0)   # moving and held frames
+
+
 def test_trajectory_errors_name_the_field():
     with pytest.raises(InputError, match=r"listener\[0\]\.trajectory.*increase strictly.*row 2"):
         parse_trajectory([[0, 0, 0, 1], [1, 0, 0, 1], [1, 1, 0, 1]], "s.toml: listener[0].trajectory")

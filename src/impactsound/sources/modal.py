@@ -52,6 +52,32 @@ CONTACT_MAX_S = 0.05
 _EVENT_BLOCK = 4096
 
 
+def ffat_acceleration_weights(P, omega, xi):
+    """Weights (c1, c2) of q' and q'' that radiate a mode through its FFAT value P (pressure per unit modal
+    displacement at the mode's frequency, the propagation phase removed; e^{-i w t} convention).
+
+    A free ring radiates p = Re(P) q - Im(P) q' / w (Chadwick, An & James 2009, "Harmonic Shells", sec. 4). The
+    same samples follow from the mode's acceleration, because a free mode obeys q'' = -2 xi w q' - w^2 q:
+        p = c2 q'' + c1 q',   c2 = -Re(P) / w^2,   c1 = -Im(P) / w - 2 xi Re(P) / w,
+    identical after the contact. During a contact the two differ by the force term (q'' = ... + g(t)), and the
+    acceleration form is the right one there: radiated pressure is linear in the surface's acceleration,
+    p(w') = T_j(w') a_j(w') with a_j = q_j'' u_j, and an FFAT map stores T_j at the mode's own frequency only.
+    Holding T_j at w_j across the contact's spectrum errs by how T_j varies with frequency (smoothly); the
+    displacement form instead holds T_j(w') (-w'^2) at -w_j^2 T_j(w_j), wrong by (w' / w_j)^2 away from the
+    resonance. A mode that follows a slow force quasi-statically (q ~ g / w^2, a contact much longer than its
+    period: a heavy stone on soil) then radiates almost nothing, as it must; the displacement form radiated its
+    static dent as if it rang at w (a 30 cm granite sphere on packed soil: 0.62 Pa against 0.015 Pa). A short,
+    hard contact gives each mode the click of its acceleration under the force. For compact modes this is the
+    compact model's own form (transfer/low_order.py), and the baffled plate floor radiates its modes the same way
+    (sources/ground/plate.py)."""
+    P = np.asarray(P)
+    omega = np.asarray(omega, np.float64)
+    xi = np.asarray(xi, np.float64)
+    c2 = -P.real / omega**2
+    c1 = -P.imag / omega - 2.0 * xi * P.real / omega
+    return c1, c2
+
+
 class NearFieldWarning(UserWarning):
     """A listener came inside an object's first FFAT shell: its transfer is evaluated from the BEM solution."""
 
@@ -304,14 +330,16 @@ class ModalSource:
                 W = P.real - P.imag * (s[sel] / omega[sel])
                 return W.real, W.imag
 
-            # contact samples: the static FFAT form, weights of q and q' at the event's arrival
+            # contact samples: the static FFAT form at the event's arrival, weights of q' and q'' (acceleration
+            # form, ffat_acceleration_weights)
             r_e = np.linalg.norm(xb_e, axis=-1)
             P = tm.evaluate(xb_e.reshape(-1, 3), sel).reshape(xb_e.shape[:-1] + (len(sel),))
             P = P * np.exp(-1j * tm.bank.k[sel] * r_e[..., None])
             gsh = shadow(sel, ears_e, xl_e, bc.position[:, None, :].repeat(len(L_w), 1))
-            geom_e = np.zeros((E, len(L_w), 2, len(sel)))
-            geom_e[:, :, 0] = P.real * gsh
-            geom_e[:, :, 1] = -P.imag / omega[sel] * gsh
+            c1, c2 = ffat_acceleration_weights(P, omega[sel], xi[sel])
+            geom_e = np.zeros((E, len(L_w), 3, len(sel)))
+            geom_e[:, :, 1] = c1 * gsh
+            geom_e[:, :, 2] = c2 * gsh
             groups.append((sel, imp[:, ffat], w_ffat, geom_e, np.eye(len(sel))))
         dsig = None
         if rests:
@@ -368,9 +396,10 @@ class ModalSource:
 
     def _render_ffat(self, tm, modes, f, xi, t0, tau, imp, xl_b, fs, n_samples, name):
         """Modes radiated by FFAT maps, phase-correct form (FFAT maps, Chadwick, An & James 2009, sec. 4): with P_j = p_j(x) e^{-ikr}
-        (e^{-i w t}), p(t) = sum_j Re(P_j) q_j(t - r/c) - Im(P_j) q_j'(t - r/c) / w_j. The per-(event, mode)
-        weights fold into the modal impulses (the response is linear in them): one synthesis for the q terms and
-        one for the q' terms per listener."""
+        (e^{-i w t}), p(t) = sum_j Re(P_j) q_j(t - r/c) - Im(P_j) q_j'(t - r/c) / w_j for the free ring, written
+        with q_j'' and q_j' (:func:`ffat_acceleration_weights`) so that a contact radiates the mode's acceleration.
+        The per-(event, mode) weights fold into the modal impulses (the response is linear in them): one synthesis
+        for the q' terms and one for the q'' terms per listener."""
         import warnings
         E, L = xl_b.shape[:2]
         r = np.linalg.norm(xl_b, axis=-1)                                  # (E, L)
@@ -385,8 +414,9 @@ class ModalSource:
         delay = r / self.air.c
         out = np.zeros((L, n_samples))
         one = np.ones((1, len(modes)))
+        c1, c2 = ffat_acceleration_weights(P, omega, xi[modes])
         for l in range(L):
-            for order, w in ((0, P[:, l].real), (1, -P[:, l].imag / omega[None, :])):
+            for order, w in ((1, c1[:, l]), (2, c2[:, l])):
                 geom = np.zeros((E, 1, order + 1, 1))
                 geom[:, 0, order, 0] = 1.0
                 out[l] += synthesize(omega, xi[modes], t0, tau, imp * w, delay[:, l:l + 1], geom, one, fs,

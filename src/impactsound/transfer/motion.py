@@ -115,7 +115,12 @@ def retarded_geometry(body: Trajectory, t, listeners, c: float, *, iterations: i
     x_l = np.asarray(listeners, np.float64)
     K, L = x_l.shape[:2]
     tt = np.broadcast_to(t[:, None], (K, L))
-    if body.interpolation == "linear" or len(body.t) < 3:
+    linear = body.interpolation == "linear" or len(body.t) < 3
+    if linear and body.quaternion is not None:
+        T, x_b, X, amp = _retarded_pose_linear(body.t, body.position, body.quaternion, t, np.ascontiguousarray(x_l),
+                                               float(c), iterations)
+        return RetardedGeometry(T, tt - T, x_b, X, amp)
+    if linear:
         T = _retarded_times_linear(body.t, body.position, t, np.ascontiguousarray(x_l), float(c), iterations)
     else:
         T = tt - np.linalg.norm(x_l - body.position_at(tt), axis=-1) / c
@@ -163,6 +168,67 @@ def _retarded_times_linear(tb, xb, t, x_l, c, iterations):
                     break
             T[k, l] = Tk
     return T
+
+
+@njit(cache=True, nogil=True)
+def _retarded_pose_linear(tb, xb, qb, t, x_l, c, iterations):
+    """:func:`retarded_geometry` in one compiled pass for a body interpolated linearly with orientations (slerp, as
+    ``Trajectory.quaternion_at``): emission times T (K, L), the listener in the body frame (K, L, 3), the source
+    position (K, L, 3) and the convective amplification (K, L)."""
+    K, L = x_l.shape[0], x_l.shape[1]
+    nb = tb.shape[0]
+    T = _retarded_times_linear(tb, xb, t, x_l, c, iterations)
+    x_b = np.empty((K, L, 3))
+    X = np.empty((K, L, 3))
+    amp = np.empty((K, L))
+    for l in range(L):
+        for k in range(K):
+            Tk = T[k, l]
+            v0 = v1 = v2 = 0.0
+            if nb < 2:
+                p0, p1, p2 = xb[0, 0], xb[0, 1], xb[0, 2]
+                w, x, y, z = qb[0, 0], qb[0, 1], qb[0, 2], qb[0, 3]
+            else:
+                tc = min(max(Tk, tb[0]), tb[nb - 1])
+                j = min(max(np.searchsorted(tb, tc, side="right") - 1, 0), nb - 2)
+                h = tb[j + 1] - tb[j]
+                a = (tc - tb[j]) / h
+                p0 = xb[j, 0] + a * (xb[j + 1, 0] - xb[j, 0])
+                p1 = xb[j, 1] + a * (xb[j + 1, 1] - xb[j, 1])
+                p2 = xb[j, 2] + a * (xb[j + 1, 2] - xb[j, 2])
+                if tb[0] <= Tk <= tb[nb - 1]:
+                    v0 = (xb[j + 1, 0] - xb[j, 0]) / h
+                    v1 = (xb[j + 1, 1] - xb[j, 1]) / h
+                    v2 = (xb[j + 1, 2] - xb[j, 2]) / h
+                # slerp (Shoemake 1985) between the segment's unit quaternions, same hemisphere
+                d = 0.0
+                for i in range(4):
+                    d += qb[j, i] * qb[j + 1, i]
+                d = min(max(d, -1.0), 1.0)
+                th = math.acos(d)
+                sn = math.sin(th)
+                if sn < 1e-9:
+                    w0, w1 = 1.0 - a, a
+                else:
+                    w0, w1 = math.sin((1.0 - a) * th) / sn, math.sin(a * th) / sn
+                w = w0 * qb[j, 0] + w1 * qb[j + 1, 0]
+                x = w0 * qb[j, 1] + w1 * qb[j + 1, 1]
+                y = w0 * qb[j, 2] + w1 * qb[j + 1, 2]
+                z = w0 * qb[j, 3] + w1 * qb[j + 1, 3]
+            n = math.sqrt(w * w + x * x + y * y + z * z)
+            w, x, y, z = w / n, x / n, y / n, z / n
+            r0 = x_l[k, l, 0] - p0
+            r1 = x_l[k, l, 1] - p1
+            r2 = x_l[k, l, 2] - p2
+            # R^T r with R the rotation of (w, x, y, z), body -> world
+            x_b[k, l, 0] = (1 - 2 * (y * y + z * z)) * r0 + 2 * (x * y + w * z) * r1 + 2 * (x * z - w * y) * r2
+            x_b[k, l, 1] = 2 * (x * y - w * z) * r0 + (1 - 2 * (x * x + z * z)) * r1 + 2 * (y * z + w * x) * r2
+            x_b[k, l, 2] = 2 * (x * z + w * y) * r0 + 2 * (y * z - w * x) * r1 + (1 - 2 * (x * x + y * y)) * r2
+            X[k, l, 0], X[k, l, 1], X[k, l, 2] = p0, p1, p2
+            r = math.sqrt(r0 * r0 + r1 * r1 + r2 * r2)
+            m_r = (v0 * r0 + v1 * r1 + v2 * r2) / (r if r > 0 else 1.0) / c
+            amp[k, l] = 1.0 / (1.0 - m_r) ** 2
+    return T, x_b, X, amp
 
 
 def emission_keyframes(body: Trajectory, T, listeners, c: float, *, iterations: int = 8):
