@@ -45,6 +45,38 @@ from ..parallel import default_threads
 from .modal_kernel import _NEVER, BLOCK, _contact_terms, _I, _scatter_contact, mode_chunks
 
 
+@njit(cache=True, nogil=True, fastmath=True, inline="always")
+def _form_weights(Gf, f, l, Br, Bi, j0, ra, ia, rb, ib, shift):
+    """rb + i ib = sum_r Gf[f, l, r] (Br + i Bi)[r, j0 + j] over the chunk's modes, after moving the old rb, ib to
+    ra, ia when ``shift``: one pass over the modes (vectorised), the compact model's seven factors unrolled."""
+    mc = rb.shape[0]
+    R = Gf.shape[2]
+    if R == 7:
+        g0, g1, g2, g3 = Gf[f, l, 0], Gf[f, l, 1], Gf[f, l, 2], Gf[f, l, 3]
+        g4, g5, g6 = Gf[f, l, 4], Gf[f, l, 5], Gf[f, l, 6]
+        for jj in range(mc):
+            j = j0 + jj
+            if shift:
+                ra[jj] = rb[jj]
+                ia[jj] = ib[jj]
+            rb[jj] = (g0 * Br[0, j] + g1 * Br[1, j] + g2 * Br[2, j] + g3 * Br[3, j] + g4 * Br[4, j]
+                      + g5 * Br[5, j] + g6 * Br[6, j])
+            ib[jj] = (g0 * Bi[0, j] + g1 * Bi[1, j] + g2 * Bi[2, j] + g3 * Bi[3, j] + g4 * Bi[4, j]
+                      + g5 * Bi[5, j] + g6 * Bi[6, j])
+        return
+    for jj in range(mc):
+        if shift:
+            ra[jj] = rb[jj]
+            ia[jj] = ib[jj]
+        rb[jj] = 0.0
+        ib[jj] = 0.0
+    for r in range(R):
+        gk = Gf[f, l, r]
+        for jj in range(mc):
+            rb[jj] += gk * Br[r, j0 + jj]
+            ib[jj] += gk * Bi[r, j0 + jj]
+
+
 @njit(cache=True, nogil=True, fastmath=True)
 def _run_moving_block(b0, b1, zr, zi, pr, pim, sr, si, wd, j0, l, order_l, ninj_l, state, t0, tau, imp, dly, H,
                       Wr, Wi, Gf, Br, Bi, factored, wbuf, Ex, has_ex, k0, dt, alive_len, out):
@@ -64,7 +96,6 @@ def _run_moving_block(b0, b1, zr, zi, pr, pim, sr, si, wd, j0, l, order_l, ninj_
     takes the exact exponential."""
     mc = zr.shape[0]
     n_ev = order_l.shape[0]
-    R = Gf.shape[2]
     ra = wbuf[0]
     ia = wbuf[1]
     rb = wbuf[2]
@@ -91,6 +122,7 @@ def _run_moving_block(b0, b1, zr, zi, pr, pim, sr, si, wd, j0, l, order_l, ninj_
                         if Ex[k - k0, j0 + jj] != Ex[k - 1 - k0, j0 + jj]:
                             changed = True
                             break
+            pole_moved = True
             if kp < 0 or kp != k - 1 or changed:
                 dT = dt - ddk
                 for jj in range(mc):
@@ -100,11 +132,12 @@ def _run_moving_block(b0, b1, zr, zi, pr, pim, sr, si, wd, j0, l, order_l, ninj_
                     pim[jj] = e.imag
             else:
                 step = ddk - (dly[kp + 1, l] - dly[kp, l]) / H
+                pole_moved = step != 0.0
                 if step != 0.0:
                     if smax * abs(step) < 1e-3:
                         # r = e^x, x = -(s - e) step, by Horner in real arithmetic (vectorised over modes): fourth
-                        # order (error < 1e-17) or, for |x| < 1e-6, second order (error < 2e-19)
-                        order4 = smax * abs(step) >= 1e-6
+                        # order (error < 1e-17) or, for |x| < 1e-5, second order (error < 2e-16, at rounding)
+                        order4 = smax * abs(step) >= 1e-5
                         for jj in range(mc):
                             ur = sr[jj]
                             if has_ex:
@@ -121,8 +154,16 @@ def _run_moving_block(b0, b1, zr, zi, pr, pim, sr, si, wd, j0, l, order_l, ninj_
                             ur, ui = 1.0 + xr * ur - xi * ui, xr * ui + xi * ur
                             qr = pr[jj]
                             qi = pim[jj]
-                            pr[jj] = qr * ur - qi * ui
-                            pim[jj] = qr * ui + qi * ur
+                            c = qr * ur - qi * ui
+                            d = qr * ui + qi * ur
+                            pr[jj] = c
+                            pim[jj] = d
+                            # p^8 by three squarings, in the same pass
+                            c, d = c * c - d * d, 2.0 * c * d
+                            c, d = c * c - d * d, 2.0 * c * d
+                            p8r[jj] = c * c - d * d
+                            p8i[jj] = 2.0 * c * d
+                        pole_moved = False                   # p^8 done
                     else:
                         dT = dt - ddk
                         for jj in range(mc):
@@ -131,38 +172,22 @@ def _run_moving_block(b0, b1, zr, zi, pr, pim, sr, si, wd, j0, l, order_l, ninj_
                             pr[jj] = e.real
                             pim[jj] = e.imag
             state[2] = k
-            for jj in range(mc):
-                # p^8 by three squarings (the eight-sample step of the state)
-                c = pr[jj]
-                d = pim[jj]
-                c, d = c * c - d * d, 2.0 * c * d
-                c, d = c * c - d * d, 2.0 * c * d
-                p8r[jj] = c * c - d * d
-                p8i[jj] = 2.0 * c * d
+            if pole_moved:
+                for jj in range(mc):
+                    # p^8 by three squarings (the eight-sample step of the state)
+                    c = pr[jj]
+                    d = pim[jj]
+                    c, d = c * c - d * d, 2.0 * c * d
+                    c, d = c * c - d * d, 2.0 * c * d
+                    p8r[jj] = c * c - d * d
+                    p8i[jj] = 2.0 * c * d
             if factored:
                 # the far end of the previous frame is this frame's near end
-                # (factors outermost, modes innermost: vectorised over modes)
                 if kcur >= 0 and k == kcur + 1:
-                    for jj in range(mc):
-                        ra[jj] = rb[jj]
-                        ia[jj] = ib[jj]
+                    _form_weights(Gf, k + 1 - k0, l, Br, Bi, j0, ra, ia, rb, ib, True)
                 else:
-                    for jj in range(mc):
-                        ra[jj] = 0.0
-                        ia[jj] = 0.0
-                    for f in range(R):
-                        gk = Gf[k - k0, l, f]
-                        for jj in range(mc):
-                            ra[jj] += gk * Br[f, j0 + jj]
-                            ia[jj] += gk * Bi[f, j0 + jj]
-                for jj in range(mc):
-                    rb[jj] = 0.0
-                    ib[jj] = 0.0
-                for f in range(R):
-                    gk = Gf[k + 1 - k0, l, f]
-                    for jj in range(mc):
-                        rb[jj] += gk * Br[f, j0 + jj]
-                        ib[jj] += gk * Bi[f, j0 + jj]
+                    _form_weights(Gf, k - k0, l, Br, Bi, j0, rb, ib, ra, ia, False)
+                    _form_weights(Gf, k + 1 - k0, l, Br, Bi, j0, ra, ia, rb, ib, False)
             else:
                 for jj in range(mc):
                     ra[jj] = Wr[k - k0, l, j0 + jj]
@@ -406,18 +431,12 @@ def synthesize_moving(omega, xi, t0, tau, impulse, delay_frames, weights: Callab
     sr, si, pr, pim = s.real.copy(), s.imag.copy(), p.real.copy(), p.imag.copy()
     nstart, ninj, d_arr = injection_samples(t0, tau, dly, H, fs)
 
-    # in-contact samples: the static closed form at each event's arrival
     cg = np.ascontiguousarray(contact_geom, np.float64)
     cb = np.ascontiguousarray(contact_basis, np.float64)
     chunks = mode_chunks(m)
+    items = [(c, l) for c in range(len(chunks)) for l in range(L)]
     clen = int(max(1, (ninj - nstart).max()))
     cvals = np.zeros((len(chunks), E, L, clen))
-    for c, (a, b) in enumerate(chunks):
-        _contact_terms(cvals[c], a, b, sr, si, pr, pim, xi, omega, wd, t0, tau, imp, d_arr, cg, cb, dt, nstart,
-                       ninj)
-    _scatter_contact(out, cvals.sum(axis=0), nstart, ninj)
-
-    items = [(c, l) for c in range(len(chunks)) for l in range(L)]
     if cutoff_db is None or not np.isfinite(cutoff_db):
         alive = [int(_NEVER)] * len(chunks)
     else:
@@ -434,9 +453,23 @@ def synthesize_moving(omega, xi, t0, tau, impulse, delay_frames, weights: Callab
     polys = [(sr[a:b].copy(), si[a:b].copy(), wd[a:b].copy()) for a, b in chunks]
     B = min(BLOCK, n_samples)
     part = np.zeros((len(items), B))
+
+    def contact(c):
+        a, b = chunks[c]
+        _contact_terms(cvals[c], a, b, sr, si, pr, pim, xi, omega, wd, t0, tau, imp, d_arr, cg, cb, dt, nstart,
+                       ninj)
+
     nt = min(n_threads or default_threads(), len(items))
     ex = ThreadPoolExecutor(max_workers=nt) if nt > 1 else None
     try:
+        # in-contact samples: the static closed form at each event's arrival, chunks on the pool
+        if ex is None:
+            for c in range(len(chunks)):
+                contact(c)
+        else:
+            for f in [ex.submit(contact, c) for c in range(len(chunks))]:
+                f.result()
+        _scatter_contact(out, cvals.sum(axis=0), nstart, ninj)            # chunks summed in a fixed order
         for b0 in range(0, n_samples, B):
             b1 = min(n_samples, b0 + B)
             k0, k1 = b0 // H, (b1 - 1) // H + 2                   # frames whose weights this block reads

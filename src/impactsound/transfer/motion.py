@@ -117,8 +117,7 @@ def retarded_geometry(body: Trajectory, t, listeners, c: float, *, iterations: i
     tt = np.broadcast_to(t[:, None], (K, L))
     linear = body.interpolation == "linear" or len(body.t) < 3
     if linear and body.quaternion is not None:
-        T, x_b, X, amp = _retarded_pose_linear(body.t, body.position, body.quaternion, t, np.ascontiguousarray(x_l),
-                                               float(c), iterations)
+        T, x_b, X, amp = _pose_threads(body, t, np.ascontiguousarray(x_l), float(c), iterations)
         return RetardedGeometry(T, tt - T, x_b, X, amp)
     if linear:
         T = _retarded_times_linear(body.t, body.position, t, np.ascontiguousarray(x_l), float(c), iterations)
@@ -136,6 +135,23 @@ def retarded_geometry(body: Trajectory, t, listeners, c: float, *, iterations: i
     x_b = np.einsum("klji,klj->kli", pose.rotation, rel)            # R^T (x_l - X)
     m_r = np.einsum("kli,kli->kl", pose.velocity, rel) / np.where(r > 0, r, 1.0) / c
     return RetardedGeometry(T, tt - T, x_b, pose.position, 1.0 / (1.0 - m_r) ** 2)
+
+
+def _pose_threads(body: Trajectory, t, x_l, c: float, iterations: int):
+    """:func:`_retarded_pose_linear` over the listeners, split across threads for long renders (the compiled code
+    releases the GIL; each listener's values are computed alone, so the result does not depend on the split)."""
+    from ..parallel import default_threads
+    K, L = x_l.shape[:2]
+    nt = min(default_threads(), L)
+    if nt < 2 or K * L < 4000:
+        return _retarded_pose_linear(body.t, body.position, body.quaternion, t, x_l, c, iterations)
+    from concurrent.futures import ThreadPoolExecutor
+    cuts = np.linspace(0, L, nt + 1).astype(int)
+    with ThreadPoolExecutor(max_workers=nt) as ex:
+        parts = list(ex.map(lambda i: _retarded_pose_linear(body.t, body.position, body.quaternion, t,
+                                                            np.ascontiguousarray(x_l[:, cuts[i]:cuts[i + 1]]), c,
+                                                            iterations), range(nt)))
+    return tuple(np.concatenate([p[j] for p in parts], axis=1) for j in range(4))
 
 
 @njit(cache=True, nogil=True)
