@@ -277,6 +277,16 @@ def _scatter_contact(out, cv, nstart, ninj):
 
 
 # ---------------------------------------------------------------------------------------------------------------
+def pool_map(ex, fn, n: int) -> None:
+    """fn(0), ..., fn(n - 1) on the thread pool ``ex`` (None: in this thread), waiting for all."""
+    if ex is None:
+        for i in range(n):
+            fn(i)
+    else:
+        for f in [ex.submit(fn, i) for i in range(n)]:
+            f.result()
+
+
 def mode_chunks(m: int) -> list[tuple[int, int]]:
     """Fixed partition of m modes into contiguous chunks (depends on m only: reproducible results)."""
     n = max(1, min(MAX_CHUNKS, -(-m // CHUNK_MODES)))
@@ -387,21 +397,11 @@ def synthesize(omega, xi, t0, tau, impulse, delay, geom, basis, sample_rate: flo
     nt = min(n_threads or default_threads(), len(items))
     ex = ThreadPoolExecutor(max_workers=nt) if nt > 1 else None
     try:
-        if ex is None:
-            for c in range(len(chunks)):
-                contact(c)
-        else:
-            for f in [ex.submit(contact, c) for c in range(len(chunks))]:
-                f.result()
+        pool_map(ex, contact, len(chunks))
         _scatter_contact(out, cvals.sum(axis=0), nstart, ninj)     # chunks summed in a fixed order
         for b0 in range(0, n_samples, B):
             b1 = min(n_samples, b0 + B)
-            if ex is None:
-                for i in range(len(items)):
-                    work(i, b0, b1)
-            else:
-                for f in [ex.submit(work, i, b0, b1) for i in range(len(items))]:
-                    f.result()
+            pool_map(ex, lambda i, b0=b0, b1=b1: work(i, b0, b1), len(items))
             for i, (c, l) in enumerate(items):                     # fixed summation order
                 out[l, b0:b1] += part[i, : b1 - b0]
     finally:

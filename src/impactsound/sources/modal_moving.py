@@ -42,7 +42,7 @@ from numba import njit
 
 from ..errors import InputError
 from ..parallel import default_threads
-from .modal_kernel import _NEVER, BLOCK, _contact_terms, _I, _scatter_contact, mode_chunks
+from .modal_kernel import _NEVER, BLOCK, _contact_terms, _I, _scatter_contact, mode_chunks, pool_map
 
 
 @njit(cache=True, nogil=True, fastmath=True, inline="always")
@@ -462,13 +462,7 @@ def synthesize_moving(omega, xi, t0, tau, impulse, delay_frames, weights: Callab
     nt = min(n_threads or default_threads(), len(items))
     ex = ThreadPoolExecutor(max_workers=nt) if nt > 1 else None
     try:
-        # in-contact samples: the static closed form at each event's arrival, chunks on the pool
-        if ex is None:
-            for c in range(len(chunks)):
-                contact(c)
-        else:
-            for f in [ex.submit(contact, c) for c in range(len(chunks))]:
-                f.result()
+        pool_map(ex, contact, len(chunks))     # in-contact samples: the static closed form at each arrival
         _scatter_contact(out, cvals.sum(axis=0), nstart, ninj)            # chunks summed in a fixed order
         for b0 in range(0, n_samples, B):
             b1 = min(n_samples, b0 + B)
@@ -520,12 +514,7 @@ def synthesize_moving(omega, xi, t0, tau, impulse, delay_frames, weights: Callab
                                   ninj_c[l], states[i], t0, tau, imp, dly, H, Wr, Wi, G, Br, Bi, factored,
                                   wbufs[i], Ex, damping is not None, k0, dt, alive[c], part[i])
 
-            if ex is None:
-                for i in range(len(items)):
-                    work(i)
-            else:
-                for f in [ex.submit(work, i) for i in range(len(items))]:
-                    f.result()
+            pool_map(ex, work, len(items))
             for i, (c, l) in enumerate(items):
                 out[l, b0:b1] += part[i, : b1 - b0]
     finally:
