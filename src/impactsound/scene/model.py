@@ -83,6 +83,7 @@ class Ground:
     height: float = 0.0
     enabled: bool = True
     plate: "object | None" = None     # a PlateFloor (sources/ground/plate.py) when [ground] model = "plate"
+    loss_factor: float = 0.0          # the half-space's material loss factor eta ([ground] loss_factor)
 
 
 @dataclass

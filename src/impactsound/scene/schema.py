@@ -98,6 +98,7 @@ class GroundSpec(_Strict):
     enabled: bool = True
     model: Literal["half_space", "plate"] = "half_space"   # the floor's sound: Lamb's half-space or a ringing plate
     plate: PlateSpec | None = None     # model = "plate": the simply supported plate (sources/ground/plate.py)
+    loss_factor: float = 0.0           # half-space: material loss factor eta (complex moduli E (1 + i eta)); 0 lossless
 
 
 class ListenerSpec(_Strict):
@@ -585,6 +586,14 @@ def parse_scene(data: dict, base: Path = Path("."), src: str = "<scene>") -> Sce
     ground = Ground(material=_material(sf.ground.material, f"{src}: ground.material"),
                     height=float(_finite([sf.ground.height], f"{src}: ground.height")[0]),
                     enabled=sf.ground.enabled)
+    eta = sf.ground.loss_factor
+    if not (math.isfinite(eta) and 0.0 <= eta < 1.0):
+        raise InputError(f"{src}: ground.loss_factor = {eta} must lie in [0, 1) (a floor's material loss factor: "
+                         "concrete ~0.01-0.02, wood ~0.01-0.05, soils ~0.05-0.2; 0 for the lossless half-space)")
+    if eta > 0 and sf.ground.model != "half_space":
+        raise InputError(f"{src}: ground.loss_factor is the half-space's damping; the plate floor is damped by its "
+                         "material's alpha and beta")
+    ground.loss_factor = float(eta)
     ground.plate = _plate_floor(sf.ground, ground.material, src)
     bodies = [_body(i, o, base, src) for i, o in enumerate(sf.object)]
     names = [b.name for b in bodies]

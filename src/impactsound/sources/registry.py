@@ -197,8 +197,14 @@ def _load() -> None:
     if _LOADED:
         return
     _LOADED = True
+    first = []                     # built-in kinds in BUILTIN order, whichever module a caller imported first
     for mod in BUILTIN:
-        importlib.import_module(mod)
+        m = importlib.import_module(mod)
+        first += [k for k in vars(m).values() if isinstance(k, SourceKind) and _KINDS.get(k.name) is k
+                  and k not in first]
+    rest = [k for k in _KINDS.values() if k not in first]
+    _KINDS.clear()
+    _KINDS.update((k.name, k) for k in first + rest)
     from importlib.metadata import entry_points
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         if ep.name in _KINDS:

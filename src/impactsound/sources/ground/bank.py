@@ -36,6 +36,15 @@ from ...errors import AssetError, InputError
 from .impact import HalfSpace
 from .spectrum import ring_spectrum
 
+def _ground_key(ground) -> dict:
+    """The half-space's constants in a bank's key and metadata (the loss factor only when there is one, so lossless
+    banks keep their keys)."""
+    d = {"E": ground.E, "nu": ground.nu, "rho": ground.rho}
+    if ground.loss_factor:
+        d["loss_factor"] = ground.loss_factor
+    return d
+
+
 BANK_KIND = "ground_bank"
 BANK_VERSION = 2
 #: node spacing over the listener height (rho_i = i * h * STEP_PER_HEIGHT, at most MAX_STEP)
@@ -152,7 +161,7 @@ class ResponseBank:
                   "spectra": np.stack([self.nodes[i] for i in idx]) if len(idx) else np.zeros((0, 2, 0), complex)}
         meta = {"units": "aligned pressure spectra [Pa s per N s]; offsets node_index * step [m]",
                 "height_m": self.height, "step_m": self.step, "sample_rate": self.sample_rate, "n_fft": self.n_fft,
-                "ground": {"E": self.ground.E, "nu": self.ground.nu, "rho": self.ground.rho},
+                "ground": _ground_key(self.ground),
                 "air": {"c": self.c_a, "rho": self.rho_a}}
         write_asset(self.path, Asset(kind=BANK_KIND, arrays=arrays, meta=meta, inputs_hash=self.inputs_hash,
                                      kind_version=BANK_VERSION))
@@ -293,7 +302,7 @@ def response_bank(ground: HalfSpace, height: float, *, c_a: float, rho_a: float,
     max_offset = float(math.ceil(max(max_offset, 1.0)))
     step = min(MAX_STEP, height * STEP_PER_HEIGHT)
     n_fft = bank_n_fft(ground, height, max_offset, c_a, sample_rate)
-    key = content_hash(BANK_KIND, BANK_VERSION, {"E": ground.E, "nu": ground.nu, "rho": ground.rho}, float(height),
+    key = content_hash(BANK_KIND, BANK_VERSION, _ground_key(ground), float(height),
                        float(c_a), float(rho_a), int(sample_rate), int(n_fft), float(step), R_EXTRA, PRE_SAMPLES)
     bank = ResponseBank(ground, float(height), float(c_a), float(rho_a), int(sample_rate), n_fft, step,
                         inputs_hash=key)

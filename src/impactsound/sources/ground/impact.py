@@ -39,11 +39,15 @@ _GL_X, _GL_W = np.polynomial.legendre.leggauss(24)
 
 @dataclass(frozen=True)
 class HalfSpace:
-    """An elastic half-space: Young's modulus E [Pa], Poisson's ratio nu, density rho [kg/m^3]."""
+    """An elastic half-space: Young's modulus E [Pa], Poisson's ratio nu, density rho [kg/m^3], and a material loss
+    factor eta (both moduli E (1 + i eta), frequency-independent; 0: lossless, the paper's model). Only the
+    frequency-domain response (spectrum.py, the scenes' response bank) carries eta; the time-domain surface motion
+    of this module is the lossless one."""
 
     E: float
     nu: float
     rho: float
+    loss_factor: float = 0.0
 
     def __post_init__(self):
         for name, v in (("E", self.E), ("rho", self.rho)):
@@ -51,6 +55,8 @@ class HalfSpace:
                 raise InputError(f"ground half-space: {name} = {v} must be positive")
         if not (math.isfinite(self.nu) and 0 < self.nu < 0.5):
             raise InputError(f"ground half-space: Poisson's ratio nu = {self.nu} must lie in (0, 0.5)")
+        if not (math.isfinite(self.loss_factor) and 0 <= self.loss_factor < 1):
+            raise InputError(f"ground half-space: loss factor {self.loss_factor} must lie in [0, 1)")
 
     @property
     def mu(self) -> float:

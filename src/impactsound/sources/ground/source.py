@@ -62,13 +62,13 @@ class GroundPrepared:
     transfers: dict = field(default_factory=dict)   # plate: {listener position: (transfer, delay)}, per render
 
 
-def half_space(material, where: str = "[ground] material") -> HalfSpace:
-    """The elastic half-space of a material (E, nu, rho), with errors naming ``where``."""
+def half_space(material, where: str = "[ground] material", loss_factor: float = 0.0) -> HalfSpace:
+    """The elastic half-space of a material (E, nu, rho) and a loss factor, with errors naming ``where``."""
     if not (0 < material.nu < 0.5):
         raise InputError(f"{where}: {material.name!r} has Poisson's ratio nu = {material.nu}; the ground's "
                          "half-space needs 0 < nu < 0.5 (give the floor's nu)")
     try:
-        return HalfSpace(float(material.E), float(material.nu), float(material.rho))
+        return HalfSpace(float(material.E), float(material.nu), float(material.rho), float(loss_factor))
     except InputError as exc:
         raise InputError(f"{where}: {material.name!r}: {exc}") from None
 
@@ -102,7 +102,8 @@ def prepare(scene, progress=None) -> GroundPrepared:
     fit = ground_fit(g.material)
     if fit.startswith("poor"):
         log.warning(f"[ground] material {g.material.name!r}: {fit}")
-    return GroundPrepared(half_space(g.material, f"{scene.path}: ground.material"), g.material.name, fit)
+    return GroundPrepared(half_space(g.material, f"{scene.path}: ground.material",
+                                     getattr(g, "loss_factor", 0.0)), g.material.name, fit)
 
 
 def ground_events(events, ground_height: float):

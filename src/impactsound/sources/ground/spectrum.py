@@ -26,12 +26,20 @@ domain (:mod:`.impact`). The same integral is cheaper, and exact for every kerne
    [0, pi] converges exponentially; r uses Gauss-Legendre panels shorter than the shortest wavelength of the
    integrand (Rayleigh wave on the ground plus sound in the air).
 
+4. A lossy half-space (loss factor eta: both moduli E (1 + i eta), so nu stays real and U keeps its shape; the
+   correspondence principle of linear viscoelasticity, e.g. Christensen 1982, "Theory of Viscoelasticity", ch. 2)
+   has mu (1 + i eta) and every wave speed times sqrt(1 + i eta): V is taken at x / sqrt(1 + i eta) and A is
+   divided by 1 + i eta. Its Rayleigh wave then decays as exp(-pi eta f r / c_R) to first order in eta (a
+   quality factor Q = 1 / eta; Aki & Richards 2002, "Quantitative Seismology", sec. 5.5). The loss factor is
+   frequency-independent (hysteretic damping, the usual model of a floor's material loss factor).
+
 Only frequencies up to the output's Nyquist are computed: the result is the band-limited pressure, what a
 sampled signal can hold. Units SI; f in Hz; spectra in Pa s per N s of impulse (the Fourier transform
 X(f) = int x(t) exp(-2 pi i f t) dt of the pressure in Pa).
 """
 from __future__ import annotations
 
+import cmath
 import math
 from functools import lru_cache
 
@@ -56,7 +64,7 @@ def _gl_panels(edges: np.ndarray, n: int = 16) -> tuple[np.ndarray, np.ndarray]:
     return (0.5 * (lo + hi) + 0.5 * (hi - lo) * x).ravel(), (0.5 * (hi - lo) * w).ravel()
 
 
-def impulse_spectrum(x, nu: float) -> np.ndarray:
+def impulse_spectrum(x, nu: float, loss_factor: float = 0.0) -> np.ndarray:
     """V(x) = int U'(tau) exp(-2 pi i x tau) dtau: the spectrum of Lamb's vertical surface response to an impulse
     (module docstring), at dimensionless frequencies x = f r / c_s >= 0.
 
@@ -66,6 +74,8 @@ def impulse_spectrum(x, nu: float) -> np.ndarray:
         Dimensionless frequencies (>= 0).
     nu : float
         Poisson's ratio, in (0, 0.5).
+    loss_factor : float
+        eta of a lossy half-space (module docstring, item 4): V is evaluated at x / sqrt(1 + i eta).
 
     Returns
     -------
@@ -73,13 +83,48 @@ def impulse_spectrum(x, nu: float) -> np.ndarray:
         V(x); V(0) = 1 (the static response).
     """
     x = np.atleast_1d(np.asarray(x, np.float64))
+    t_all, w_all, gamma = _step_nodes(nu, max(x.max(), 1.0))
+    # a lossy half-space: V at the complex frequencies z = x / sqrt(1 + i eta) (Im z < 0: every arrival decays as
+    # it travels; module docstring, item 4)
+    kappa = 1.0 / np.sqrt(1.0 + 1j * float(loss_factor)) if loss_factor else 1.0 + 0.0j
+    z = x * kappa
+    dx = x[1] - x[0] if len(x) > 2 else 0.0
+    if len(x) > 2 and dx > 0 and np.allclose(x, dx * np.arange(len(x)), rtol=1e-12, atol=1e-12 * dx):
+        I = _uniform_fourier(t_all, w_all, complex(dx * kappa), len(x))     # a grid: rotation, no exp per term
+    else:
+        I = np.empty(len(x), np.complex128)
+        for lo in range(0, len(x), 256):
+            I[lo:lo + 256] = np.exp(-2j * np.pi * z[lo:lo + 256, None] * t_all[None, :]) @ w_all
+    return np.exp(-2j * np.pi * z * gamma) + 2j * np.pi * z * I
+
+
+@njit(cache=True, parallel=True)
+def _uniform_fourier(t, w, dz, n):
+    """sum_j w_j exp(-2 pi i k dz t_j) for k = 0 .. n - 1 (dz complex, Im dz <= 0: a lossy ground's rotations also
+    decay), by rotating each term (re-seeded every 512 steps)."""
+    out = np.zeros(n, np.complex128)
+    n_blk = (n + 511) // 512
+    for b in prange(n_blk):
+        k0 = b * 512
+        k1 = min(n, k0 + 512)
+        for j in range(t.shape[0]):
+            rot = cmath.exp(-2j * math.pi * dz * t[j])
+            z = w[j] * cmath.exp(-2j * math.pi * dz * t[j] * k0)
+            for k in range(k0, k1):
+                out[k] += z
+                z *= rot
+    return out
+
+
+def _step_nodes(nu: float, span: float):
+    """Quadrature nodes tau and weights (times U) of int U(tau) (.) dtau over [a, gamma] for frequencies up to
+    ``span`` (:func:`impulse_spectrum`), and gamma = c_s / c_R."""
     a = math.sqrt(speed_ratio_squared(nu))
     x1, x2, x3 = rayleigh_roots(nu)
     A1, A2, A3 = residue_weights(nu)
     gamma = math.sqrt(x3)
     # [a, 1]: U = (1 - Re(A1/sqrt(tau^2 - x1) + A2/sqrt(tau^2 - x2)) - A3/sqrt(x3 - tau^2)) / 2, analytic on the
     # open interval but with x_j close to a^2 for some nu: panels graded geometrically towards a
-    span = max(x.max(), 1.0)
     n_uniform = int(math.ceil(span * (1 - a) / 0.5)) + 4            # a panel per half period of exp(...)
     edges = np.unique(np.concatenate([a + (1 - a) * 2.0 ** -np.arange(20.0, 0, -1), np.linspace(a, 1, n_uniform)]))
     t1, w1 = _gl_panels(edges)
@@ -91,42 +136,16 @@ def impulse_spectrum(x, nu: float) -> np.ndarray:
     s, ws = _gl_panels(np.linspace(0, um, n_u + 1))
     t2 = gamma - s * s
     u2 = 2 * s - 2 * A3 / np.sqrt(2 * gamma - s * s)
-    t_all, w_all = np.concatenate([t1, t2]), np.concatenate([u1 * w1, u2 * ws])
-    dx = x[1] - x[0] if len(x) > 2 else 0.0
-    if len(x) > 2 and dx > 0 and np.allclose(x, dx * np.arange(len(x)), rtol=1e-12, atol=1e-12 * dx):
-        I = _uniform_fourier(t_all, w_all, float(dx), len(x))       # a grid: phase rotation, no exp per term
-    else:
-        I = np.empty(len(x), np.complex128)
-        for lo in range(0, len(x), 256):
-            I[lo:lo + 256] = np.exp(-2j * np.pi * x[lo:lo + 256, None] * t_all[None, :]) @ w_all
-    return np.exp(-2j * np.pi * x * gamma) + 2j * np.pi * x * I
-
-
-@njit(cache=True, parallel=True)
-def _uniform_fourier(t, w, dx, n):
-    """sum_j w_j exp(-2 pi i k dx t_j) for k = 0 .. n - 1, by rotating each term (re-seeded every 512 steps)."""
-    out = np.zeros(n, np.complex128)
-    n_blk = (n + 511) // 512
-    for b in prange(n_blk):
-        k0 = b * 512
-        k1 = min(n, k0 + 512)
-        for j in range(t.shape[0]):
-            th = -2.0 * math.pi * dx * t[j]
-            rot = complex(math.cos(th), math.sin(th))
-            z = w[j] * complex(math.cos(th * k0), math.sin(th * k0))
-            for k in range(k0, k1):
-                out[k] += z
-                z *= rot
-    return out
+    return np.concatenate([t1, t2]), np.concatenate([u1 * w1, u2 * ws]), gamma
 
 
 @lru_cache(maxsize=8)
-def impulse_spectrum_table(nu: float, x_max: float) -> np.ndarray:
+def impulse_spectrum_table(nu: float, x_max: float, loss_factor: float = 0.0) -> np.ndarray:
     """V(k X_STEP) for k = -1 .. ceil(x_max / X_STEP) + 2 (one node either side for cubic interpolation;
-    V(-x) = conj V(x)), for :func:`_interp_v`. Cached per (nu, x_max)."""
+    V(-x) = conj V(x)), for :func:`_interp_v`. Cached per (nu, x_max, loss_factor)."""
     n = int(math.ceil(x_max / X_STEP)) + 3
     xs = np.arange(n) * X_STEP
-    v = impulse_spectrum(xs, nu)
+    v = impulse_spectrum(xs, nu, loss_factor)
     return np.concatenate([[np.conj(v[1])], v])
 
 
@@ -228,7 +247,8 @@ def ring_spectrum(freqs, ground, h: float, offset: float, *, r_max: float, c_a: 
     f_max = max(float(freqs.max()), 1.0)
     # one table per power of two of its extent: the bank's nodes (each its own r_max) share it
     x_need = f_max * r_max / ground.c_s + 1.0
-    vt = impulse_spectrum_table(float(ground.nu), float(2.0 ** math.ceil(math.log2(max(x_need, 8.0)))))
+    eta = float(getattr(ground, "loss_factor", 0.0))
+    vt = impulse_spectrum_table(float(ground.nu), float(2.0 ** math.ceil(math.log2(max(x_need, 8.0)))), eta)
     near = np.zeros(len(freqs), np.complex128)
     far = np.zeros(len(freqs), np.complex128)
     # frequency bands with their own r panels (the integrand's wavelength grows as 1 / f)
@@ -247,5 +267,5 @@ def ring_spectrum(freqs, ground, h: float, offset: float, *, r_max: float, c_a: 
         if top <= f_max / 8:
             break
         top /= 2
-    pref = -(rho_a / math.pi) * (1 - ground.nu) / (2 * math.pi * ground.mu) * (2j * math.pi * freqs) ** 2
+    pref = -(rho_a / math.pi) * (1 - ground.nu) / (2 * math.pi * ground.mu * (1 + 1j * eta)) * (2j * math.pi * freqs) ** 2
     return pref * near, pref * far
