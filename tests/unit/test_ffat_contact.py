@@ -30,26 +30,30 @@ J = 0.02          # modal impulse [N s / sqrt(kg)]
 T0 = 0.01
 
 
-def _one_mode():
-    """A one-mode modal model (frequency F0, damping XI), its shape a unit vector along x everywhere."""
-    return SimpleNamespace(frequencies_hz=np.array([F0]), xi=np.array([XI]), n_modes=1,
-                           shapes_at=lambda face, bary: np.tile([[[1.0, 0.0, 0.0]]], (len(face), 1, 1)))
+def _one_mode(freqs=(F0,)):
+    """A modal model of modes at ``freqs`` (damping XI), each shape a unit vector along x everywhere."""
+    m = len(freqs)
+    return SimpleNamespace(frequencies_hz=np.array(freqs, float), xi=np.full(m, XI), n_modes=m,
+                           shapes_at=lambda face, bary: np.tile([[[1.0, 0.0, 0.0]]], (len(face), m, 1)))
 
 
 class MonopoleMap:
-    """An FFAT 'map' of one compact pulsating mode: P e^{ikr} as the FFAT evaluation returns it."""
+    """An FFAT 'map' of compact pulsating modes at ``freqs``: P e^{ikr} as the FFAT evaluation returns it."""
 
-    n_modes = 1
     inner_radius = 0.01
-    bank = SimpleNamespace(k=np.array([2 * np.pi * F0 / C]))
+
+    def __init__(self, freqs=(F0,)):
+        self.w = 2 * np.pi * np.array(freqs, float)
+        self.n_modes = len(freqs)
+        self.bank = SimpleNamespace(k=self.w / C)
 
     def evaluate(self, x, modes):
-        r = np.linalg.norm(x, axis=-1)
-        w = 2 * np.pi * F0
-        return (-w**2 * RHO * V / (4 * np.pi * r) * np.exp(1j * self.bank.k[0] * r))[:, None]
+        r = np.linalg.norm(x, axis=-1)[:, None]
+        w, k = self.w[modes], self.bank.k[modes]
+        return -w**2 * RHO * V / (4 * np.pi * r) * np.exp(1j * k * r)
 
 
-def _render(tau, follow):
+def _render(tau, follow, freqs=(F0,), ear=None, drift=0.0):
     x0 = np.zeros(3)
     q0 = np.array([1.0, 0, 0, 0])
     mic = np.array([0.6, -0.3, 0.4])
@@ -59,9 +63,12 @@ def _render(tau, follow):
                       np.zeros(1, np.int64), np.full((1, 3), 1 / 3), np.array([[J, 0, 0]]),
                       np.array([[1.0, 0, 0]]), np.array([tau]))
     traj = Trajectory(np.zeros(1), x0[None], q0[None])
-    src = ModalSource([SimpleNamespace(name="obj")], {"obj": _one_mode()}, None, Air(C, RHO), mode_cutoff_db=None,
-                      n_threads=1, transfers={"obj": MonopoleMap()}, motion={0: traj},
-                      listeners=[Listener("mic", mic)], follow=follow)
+    if drift:                                      # a body that creeps along x: the moving renderer's path
+        traj = Trajectory(np.array([0.0, 1.0]), np.array([x0, x0 + [drift, 0, 0]]), np.stack([q0, q0]))
+    lis = Listener("ear", mic, ear=None if ear is None else np.asarray(ear, float))
+    src = ModalSource([SimpleNamespace(name="obj")], {"obj": _one_mode(freqs)}, None, Air(C, RHO),
+                      mode_cutoff_db=None, n_threads=1, transfers={"obj": MonopoleMap(freqs)}, motion={0: traj},
+                      listeners=[lis], follow=follow, ears=None if ear is None else np.asarray(ear, float)[None])
     n = int(0.06 * FS)
     p = src.render(ev, mic[None], FS, n / FS, contacts=ContactStage(ev, {0: bc}))["obj"][0]
     return p, np.linalg.norm(mic)
@@ -95,7 +102,7 @@ def _reference(tau, r, n):
 @pytest.mark.parametrize("periods", [0.2, 20.0])
 def test_ffat_mode_radiates_its_acceleration_during_contact(periods, follow):
     tau = periods / F0
-    p, r = _render(tau, follow)
+    p, r = _render(tau, follow, drift=1e-4 if follow else 0.0)     # follow: a creeping body, the moving renderer
     ref, displacement_form = _reference(tau, r, len(p))
     # the FFAT weights are exact at the mode's frequency; the free ring's damping puts O(xi) = 1e-4 on top
     assert np.abs(p - ref).max() < 2e-3 * np.abs(ref).max()
@@ -104,3 +111,15 @@ def test_ffat_mode_radiates_its_acceleration_during_contact(periods, follow):
         # Re(P) q - Im(P) q' / w, exact for the free ring, would radiate the static dent as if it rang at w
         contact = (np.arange(len(p)) / FS > T0 + r / C) & (np.arange(len(p)) / FS < T0 + r / C + tau)
         assert np.abs(displacement_form[contact]).max() > 10 * np.abs(ref).max()
+
+
+def test_binaural_ffat_contact_samples_are_shadowed_once():
+    # regression: with exactly four FFAT modes the moving renderer took their contact weights for the compact
+    # model's four features and applied the head shadow a second time. The render is linear in the modes: four
+    # modes together must equal the four rendered one by one (each alone was always right)
+    freqs = (900.0, 1300.0, 2100.0, 3400.0)
+    ear = (0.0, 1.0, 0.0)
+    tau = 2.0 / freqs[0]                                       # long enough that the contact samples matter
+    together, _ = _render(tau, True, freqs, ear, drift=1e-4)
+    alone = sum(_render(tau, True, (f,), ear, drift=1e-4)[0] for f in freqs)
+    assert np.abs(together - alone).max() < 1e-9 * np.abs(alone).max()

@@ -347,9 +347,10 @@ class ModalSource:
             dsig = self._rest_damping(name, model, idx, rests)                         # (R, len(idx))
             T_emit = geo.T[:, 0]                         # the body rests at emission time (first listener's)
         for sel, imp_g, wfun, geom_e, basis in groups:
-            if geom_e.shape[-1] == 4 and binaural.any():
-                # binaural contact samples: the head shadow folds into the compact weights per mode, so expand the
-                # features to one per mode (few samples per event)
+            if getattr(wfun, "factors", False) and binaural.any():
+                # binaural contact samples of the compact group: the head shadow folds into its weights per mode,
+                # so expand the features to one per mode (few samples per event). The FFAT group's contact weights
+                # are per mode already, shadowed where they are made
                 gsh = shadow(sel, ears_e, xl_e, bc.position[:, None, :].repeat(len(L_w), 1))     # (E, L, m)
                 geom_e = np.einsum("elkf,fj,elj->elkj", geom_e, basis, gsh)
                 basis = np.eye(len(sel))
