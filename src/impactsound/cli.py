@@ -121,8 +121,9 @@ BUILTIN_SCENES = {
                    "and bowl (DIR/table.*); cymbal: a ride cymbal on its stand struck by falling steel balls, "
                    "heard by a listener walking past (binaural; DIR/cymbal.*); ground: the ground-sound paper's "
                    "ball drop onto MDF, heard overhead (DIR/ground.*); balls: its 13 steel balls dropped from 3-23 "
-                   "cm onto concrete (DIR/balls.*); rock: its 30 cm granite rock dropped 25 cm onto packed soil, the floor's "
-                   "rumble loudest (DIR/rock.*; its FDTD radiation takes ~20 min cold); trash: the Harmonic Shells paper's trash can "
+                   "cm onto concrete (DIR/balls.*); rock: its 30 cm granite rock dropped 25 cm onto packed "
+                   "soil, the floor's rumble loudest (DIR/rock.*; its FDTD radiation takes 20-35 min cold); "
+                   "trash: the Harmonic Shells paper's trash can "
                    "knocked over, its lid spinning down on its rim and a water bottle dropped, heard by a walking "
                    "binaural listener (DIR/trash.*); plate: a ceramic plate pre-cut into Voronoi pieces that break apart at "
                    "its first hard impact on concrete (DIR/plate.*, the generated scene in DIR/plate_scene/).")

@@ -133,7 +133,7 @@ def test_granite_rock_scene():
     """The ground paper's granite rock (Fig. 7): a 30 cm sphere of granite whose centre starts 40 cm up lands
     after its 25 cm free fall at sqrt(2 h / g) = 0.2258 s and 2.215 m/s, on the packed-soil ground the scene
     chooses, and rebounds far slower (soil restitution; the dynamics only: the full render, whose FDTD radiation
-    takes ~20 min cold, is in the slow suite)."""
+    takes 20-35 min cold, is in the slow suite)."""
     from impactsound.pipeline import scene_events
     sc = load_scene(_data("ground_rock.toml"), base=DATA)
     body = sc.bodies[0]
@@ -149,7 +149,7 @@ def test_granite_rock_scene():
 def test_granite_rock_ground_is_louder_than_the_rock():
     """The paper's finding for its rock (sec. 5.2.1, Fig. 7): the ground's rumble is louder than the rock's
     acceleration noise (its peaks 17.2 and 1.76 Pa, at a microphone it does not give); here on packed soil, 1.1 m
-    away. The rock's modes (softest of all in the paper) are left out: their FDTD radiation takes ~20 min cold;
+    away. The rock's modes (softest of all in the paper) are left out: their FDTD radiation takes 20-35 min cold;
     tests/unit/test_ffat_contact.py checks why they stay soft under a long contact."""
     d = _data("ground_rock.toml")
     d["scene"].update(duration=0.5, sources=["acceleration_noise", "ground"])
