@@ -87,13 +87,16 @@ def _reference(tau, r, n):
         return [y[1], g(u) - 2 * XI * w * y[1] - w**2 * y[0]]
 
     u = np.arange(n) / FS - T0 - r / C
-    keep = u >= 0
-    sol = solve_ivp(rhs, (0.0, u.max()), [0.0, 0.0], t_eval=u[keep], rtol=1e-11, atol=1e-16, method="DOP853",
-                    max_step=tau / 40)
-    q = np.zeros(n)
-    qdd = np.zeros(n)
-    q[keep] = sol.y[0]
-    qdd[keep] = g(u[keep]) - 2 * XI * w * sol.y[1] - w**2 * sol.y[0]
+    q, qd = np.zeros(n), np.zeros(n)
+    # the contact in short steps (the half-sine's kink at its ends), then the free ring
+    on = (u >= 0) & (u < tau)
+    a = solve_ivp(rhs, (0.0, tau), [0.0, 0.0], t_eval=u[on], rtol=1e-11, atol=1e-16, method="DOP853",
+                  max_step=tau / 40, dense_output=True)
+    q[on], qd[on] = a.y
+    off = u >= tau
+    b = solve_ivp(rhs, (tau, u.max()), a.sol(tau), t_eval=u[off], rtol=1e-11, atol=1e-16, method="DOP853")
+    q[off], qd[off] = b.y
+    qdd = g(u) - 2 * XI * w * qd - w**2 * q
     k = RHO * V / (4 * np.pi * r)
     return k * qdd, -w**2 * k * q
 
