@@ -157,10 +157,15 @@ def _out_file(out: Path | None) -> Path | None:
               help="Discrete bending: flap (the paper's; for meshes that pass the patch test, such as the built-in "
                    "shapes') or midedge (accurate on any mesh, e.g. alternating diagonals or irregular). Default: "
                    "flap for shell:NAME, midedge for a mesh file (as in scenes).")
+@click.option("--basis", type=click.Choice(["manifold", "modes"]), default="manifold", show_default=True,
+              help="Reduced basis: manifold (the modes plus the modal derivatives of the lowest --derivatives "
+                   "modes: no membrane locking; what scenes use by default) or modes (the paper's linear modes).")
+@click.option("--derivatives", type=int, default=10, show_default=True,
+              help="With --basis manifold: modal derivatives of every pair among this many lowest modes.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
 @click.pass_context
 def train(ctx, mesh_or_shape: str, thickness, material, E, nu, rho, resolution, n_modes, f_max, target,
-          max_elements, workers, scheduler, fallback_local, out, bending, as_json):
+          max_elements, workers, scheduler, fallback_local, out, bending, basis, derivatives, as_json):
     """Train the cubature of a thin shell's reduced nonlinear force (Chadwick, An & James 2009, sec. 2.3).
 
     MESH_OR_SHAPE is a triangle-mesh file (open or closed surface, metres) or a built-in shape written
@@ -192,6 +197,8 @@ def train(ctx, mesh_or_shape: str, thickness, material, E, nu, rho, resolution, 
         raise InputError(f"--max-elements {max_elements}: give at least 1 triangle (or leave it out: 10 x modes)")
     if workers < 1:
         raise InputError(f"--workers {workers}: give at least 1 process")
+    if basis == "manifold" and not 1 <= derivatives <= 40:
+        raise InputError(f"--derivatives {derivatives}: give 1 to 40 modes (their pairs' modal derivatives)")
     if fallback_local and scheduler is None:
         raise InputError("--fallback-local applies to --scheduler only; give --scheduler ADDRESS or drop it")
     if scheduler is not None:
@@ -222,16 +229,23 @@ def train(ctx, mesh_or_shape: str, thickness, material, E, nu, rho, resolution, 
         progress.message(f"{label}: {r} modes below --f-max {f_max:g} Hz (asked for {n_modes})")
     progress.message(f"{label}: {len(f)} triangles, {len(v)} vertices, h = {thickness:g} m, {mat.name}, {r} modes "
                      f"{res.frequencies_hz[0]:.1f}-{res.frequencies_hz[-1]:.1f} Hz (solved in {t_modes:.1f} s)")
+    md = None
+    if basis == "manifold":
+        from .sources.shell.manifold import modal_derivatives
+        with progress.stage(f"modal derivatives of {label}"):
+            md = modal_derivatives(model, res.U, np.sqrt(res.omega2), min(derivatives, r))
     try:
         cub = shell_cubature(model, res, target=target, max_elements=max_elements, workers=workers,
-                             scheduler=scheduler, fallback_local=fallback_local, progress=progress, cache=out)
+                             scheduler=scheduler, fallback_local=fallback_local, progress=progress, cache=out,
+                             derivatives=md)
     except KeyboardInterrupt:
         click.echo("interrupted: the training checkpoint is kept; run the same command again to resume",
                    err=True)
         raise
     m = cub.meta
     d = {"path": m.get("path"), "shape_or_mesh": label, "triangles": int(len(f)), "vertices": int(len(v)),
-         "thickness_m": float(thickness), "material": mat.name, "modes": r,
+         "thickness_m": float(thickness), "material": mat.name, "modes": r, "basis": basis,
+         "modal_derivatives": 0 if md is None else int(len(md.pairs)),
          "f_hz": [float(res.frequencies_hz[0]), float(res.frequencies_hz[-1])],
          "elements": int(len(cub.elements)), "train_error": float(cub.train_error),
          "holdout_error": None if np.isnan(cub.holdout_error) else float(cub.holdout_error),

@@ -142,11 +142,11 @@ def _interrupt_after(monkeypatch, n_calls):
     calls = {"n": 0}
     real = tr._project
 
-    def project(F, Uv):
+    def project(F, Uv, *manifold):
         calls["n"] += 1
         if calls["n"] == n_calls:
             raise KeyboardInterrupt
-        return real(F, Uv)
+        return real(F, Uv, *manifold)
 
     monkeypatch.setattr(tr, "_project", project)
     return calls

@@ -95,6 +95,10 @@ class GpuCubature:
                        # on an H100: 0.11 ms per step at B = 4, 0.47 at 16 against 0.30 with cuBLAS)
 
     def __init__(self, cc, graphs: bool = True):
+        if len(getattr(cc, "pairs", ())):
+            raise InputError("GPU cubature: the GPU path evaluates the paper's linear-mode basis; this cubature is "
+                             "on a quadratic manifold (shell.basis = \"manifold\"): use CompiledCubature (the CPU "
+                             "path) or shell.basis = \"modes\"")
         why = cuda_problem()
         if why is not None:
             raise SolverError(f"GPU cubature: no usable CUDA GPU here: {why}; use CompiledCubature (the CPU path)")

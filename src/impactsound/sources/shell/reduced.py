@@ -78,12 +78,18 @@ class ReducedShell:
             out[p] = (np.einsum("kvc,kvcr->kr", fm[el], Um) + np.einsum("kvc,kvcr->kr", fb[el], Ub))
         return out
 
-    def compiled_cubature(self, cub, precision: str = "float64") -> "CompiledCubature":
+    def compiled_cubature(self, cub, precision: str = "float64", derivatives=None) -> "CompiledCubature":
         """The cubature force sum_{i in C} w_i g_i(q) as a compiled O(k r) kernel (Chadwick, An & James 2009,
         sec. 2.3): see :class:`CompiledCubature`. ``cub``: a trained
         :class:`~impactsound.sources.shell.cubature.Cubature` (its elements and weights are used);
-        ``precision``: how the stencil rows of U are stored, "float64" or "float32"."""
-        return CompiledCubature(self, cub.elements, cub.weights, precision=precision)
+        ``precision``: how the stencil rows of U are stored, "float64" or "float32"; ``derivatives``: the
+        :class:`~impactsound.sources.shell.manifold.ModalDerivatives` of a quadratic-manifold basis (its
+        cubature trained on that basis), None for the paper's linear basis."""
+        if derivatives is None:
+            return CompiledCubature(self, cub.elements, cub.weights, precision=precision)
+        basis = ReducedShell(self.model, np.concatenate([self.U, derivatives.Psi], axis=1), self.omega)
+        return CompiledCubature(basis, cub.elements, cub.weights, precision=precision, pairs=derivatives.pairs,
+                                n_coords=self.r)
 
 
 def curve_order(points) -> np.ndarray:
@@ -168,11 +174,20 @@ class CompiledCubature:
         force of the basis U rounded to float32, exactly: :attr:`U_rounded` is that basis (relative change
         6e-8), so a reference computed with it agrees to round-off.
 
+    pairs : int array (P, 2), optional
+        A quadratic-manifold basis (sources/shell/manifold.py): ``rs.U`` is then [U | Psi] with the P modal
+        derivatives after the ``n_coords`` modes, the displacement U q + Psi c(q), and the force J(q)^T f_int
+        (:func:`~impactsound.sources.shell.manifold.fold_pairs`): the kernel projects on all r + P columns and
+        the pairs' rows are folded onto the r coordinates.
+    n_coords : int, optional
+        With ``pairs``: the number of modal coordinates r.
+
     Memory: 8 (float64) or 4 (float32) x 3 r bytes per stored vertex: at most 6 ("flap" bending) or 12
     ("midedge") per triangle, about 29 or 14 kB per triangle at r = 200 with "flap", less where they share.
     """
 
-    def __init__(self, rs: ReducedShell, elements, weights, precision: str = "float64"):
+    def __init__(self, rs: ReducedShell, elements, weights, precision: str = "float64", pairs=None,
+                 n_coords: int | None = None):
         from . import _cubature_kernel as kern
         m = rs.model
         el = np.asarray(elements, np.int64).reshape(-1)
@@ -220,6 +235,15 @@ class CompiledCubature:
         self.c_m, self.c_b = float(m.c_m), float(m.c_b)
         self._part = np.zeros((len(self.voff) - 1, r))                  # one row per chunk
         self._r = r
+        self.basis_width = r
+        self.pairs = np.zeros((0, 2), np.int64)
+        if pairs is not None:
+            self.pairs = np.ascontiguousarray(pairs, dtype=np.int64).reshape(-1, 2)
+            nq = int(n_coords) if n_coords is not None else r - len(self.pairs)
+            if nq + len(self.pairs) != r or (len(self.pairs) and (self.pairs.min() < 0 or self.pairs.max() >= nq)):
+                raise InputError(f"compiled cubature: a manifold basis of {r} columns needs r + P = {r} with "
+                                 f"{len(self.pairs)} pairs of modes below r = {nq}")
+            self._r = nq
         self._soa = chunk_soa(self.gN, self.R, self.theta0, self.interior, self.areas, kern.CHUNK)
 
     @property
@@ -255,23 +279,36 @@ class CompiledCubature:
             raise InputError(f"compiled cubature: q must be finite with shape ({self._r},), got {q.shape}")
         return q
 
+    def _basis_coords(self, q):
+        """The kernel's coordinates: q itself, or [q, c(q)] on a quadratic manifold."""
+        if not len(self.pairs):
+            return q
+        from .manifold import pair_weights
+        return np.concatenate([q, pair_weights(q, self.pairs)])
+
+    def _fold(self, g, q):
+        if not len(self.pairs):
+            return g
+        from .manifold import fold_pairs
+        return fold_pairs(g[..., :self._r], g[..., self._r:], q, self.pairs)
+
     def force(self, q) -> np.ndarray:
         """sum_i w_i g_i(q), (r,) [N/sqrt(kg)] for q (r,) [m sqrt(kg)]."""
         q = self._q(q)
-        out = np.empty(self._r)
+        out = np.empty(self.basis_width)
         if self.elements.size == 0:
-            out[:] = 0.0
-            return out
+            return np.zeros(self._r)
         args = self.kernel_args()
-        self._k.cubature_force(*args[:4], q, *args[4:], out)
+        self._k.cubature_force(*args[:4], self._basis_coords(q), *args[4:], out)
         _check_finite(out, "force")
-        return out
+        return self._fold(out, q)
 
     def element_forces(self, q) -> np.ndarray:
         """Unweighted reduced forces g_i(q) of the chosen elements, (k, r) [N/sqrt(kg)]."""
         q = self._q(q)
-        g = self._k.reduced_element_forces(self.Ue, self.X0, self.voff, self.slot, q, *self._args())
-        return g[self._inv]
+        g = self._k.reduced_element_forces(self.Ue, self.X0, self.voff, self.slot, self._basis_coords(q),
+                                           *self._args())
+        return self._fold(g[self._inv], q)
 
     def nodal_forces(self, u):
         """The chosen triangles' (fm (k, 3, 3), fb (k, 6, 3)) [N] at full displacement u (3 Nv,) [m]: the rows
@@ -285,6 +322,9 @@ class CompiledCubature:
         """n_steps unloaded steps of the explicit Newmark of
         :func:`~impactsound.sources.shell.dynamics.integrate` (f_int = this cubature force, damping d = alpha +
         beta omega^2 per mode [1/s], default 0), in compiled code. Returns the new (q, v) (copies)."""
+        if len(self.pairs):
+            raise InputError("compiled cubature: newmark() steps the linear-mode basis only; a quadratic-manifold "
+                             "shell is stepped by the render kernel (sources/shell/_render_kernel.py)")
         q = self._q(q).copy()
         v = self._q(v).copy()
         dd = np.zeros(self._r) if d is None else np.ascontiguousarray(d, dtype=np.float64) * np.ones(self._r)

@@ -245,10 +245,10 @@ def render_shell(sound: ShellSound, t0, tau, face, bary, J_b, xl_b, sample_rate:
     cc = sound.cubature
     nonlinear = cc is not None
     if nonlinear:
-        args = cc.kernel_args()
+        args = cc.kernel_args() + (cc.pairs,)
         Kc = np.ascontiguousarray(sound.Kc)
     else:
-        args = CompiledCubature.empty_kernel_args(r)
+        args = CompiledCubature.empty_kernel_args(r) + (np.zeros((0, 2), np.int64),)
         Kc = np.zeros((1, 1))
     q = np.zeros(r)
     v = np.zeros(r)

@@ -68,9 +68,13 @@ def shell_cubature_for(model, modes, spec, progress=QUIET, precision: str | None
     from .reduced import ReducedShell
     from .train import shell_cubature
     rs = ReducedShell.from_modes(model, modes)
+    md = None
+    if getattr(spec, "basis", "modes") == "manifold":
+        from .manifold import modal_derivatives
+        md = modal_derivatives(model, rs.U, rs.omega, min(int(spec.derivatives), rs.r))
     cub = shell_cubature(model, modes, target=float(spec.cubature_target),
-                         max_elements=spec.cubature_elements or 4 * rs.r, progress=progress)
-    return rs, cub, rs.compiled_cubature(cub, precision=precision or CUBATURE_PRECISION)
+                         max_elements=spec.cubature_elements or 4 * rs.r, progress=progress, derivatives=md)
+    return rs, cub, rs.compiled_cubature(cub, precision=precision or CUBATURE_PRECISION, derivatives=md)
 
 
 def radiation_model(setup, U, omega, air, progress=QUIET):
@@ -138,9 +142,11 @@ def prepare_shell(body, sample_rate: int, progress=QUIET, air=None):
         amp = setup.thickness / float(np.abs(modes.U[:, 0]).max())
         Kc = rest_stiffness(cc, rs.r, 1e-6 * amp)
         info.update(cubature_elements=int(len(cub.elements)), cubature_train_error=float(cub.train_error),
-                    cubature_holdout_error=float(cub.holdout_error))
+                    cubature_holdout_error=float(cub.holdout_error), basis=spec.basis,
+                    modal_derivatives=int(len(cc.pairs)))
     progress.message(f"  {body.name}: thin shell, {len(omega)} modes {info['f_hz'][0]:.0f}-{info['f_hz'][1]:.0f} "
-                     f"Hz, {spec.dynamics}" + (f", {info['cubature_elements']} cubature elements" if cc else ""))
+                     f"Hz, {spec.dynamics}" + (f", {info['cubature_elements']} cubature elements" if cc else "")
+                     + (f", {len(cc.pairs)} modal derivatives" if cc is not None and len(cc.pairs) else ""))
     with progress.stage(f"shell radiation of {body.name}") as update:
         rad, kind, rinfo = radiation_model(setup, modes.U, omega, air, update)
     info.update(radiation=kind, **rinfo)

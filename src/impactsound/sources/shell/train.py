@@ -64,18 +64,20 @@ PARALLEL_MIN_CHUNKS = 4     # an iteration's scoring goes to the workers from th
 
 
 # ------------------------------------------------------------------------------------------- element forces
-def _pose_forces(model, U: np.ndarray, Q: np.ndarray):
+def _pose_forces(model, U: np.ndarray, Q: np.ndarray, pairs=None):
     """Per-triangle stencil forces F (N, P, 3 S) [N] (S stencil slots), exact reduced forces T (P, r) [N/sqrt(kg)]
     and the peak vertex displacement (P,) [m] at poses Q (P, r). Each pose is computed alone (the result does not
-    depend on how poses are grouped)."""
+    depend on how poses are grouped). With ``pairs`` (a quadratic manifold, sources/shell/manifold.py), U is the
+    basis [U | Psi], Q holds the r modal coordinates, u = U q + Psi c(q) and T is folded: J(q)^T f_int."""
+    from .manifold import fold_pairs, pair_weights
     N, Nv = len(model.faces), model.n_vertices
     st = model.stencil.ravel()
     dof = 3 * model.stencil.shape[1]
     F = np.empty((N, len(Q), dof))
-    T = np.empty((len(Q), U.shape[1]))
+    T = np.empty((len(Q), Q.shape[1]))
     peak = np.empty(len(Q))
     for p, q in enumerate(Q):
-        u = U @ q
+        u = U @ (q if pairs is None else np.concatenate([q, pair_weights(q, pairs)]))
         peak[p] = float(np.sqrt((u.reshape(-1, 3) ** 2).sum(axis=1).max()))
         fm, fb = model.element_forces(u)
         fv = fb.copy()
@@ -88,29 +90,35 @@ def _pose_forces(model, U: np.ndarray, Q: np.ndarray):
         f = np.empty((Nv, 3))
         for c in range(3):
             f[:, c] = np.bincount(st, fv[:, :, c].ravel(), minlength=Nv)
-        T[p] = U.T @ f.ravel()
+        g = U.T @ f.ravel()
+        T[p] = g if pairs is None else fold_pairs(g[:len(q)], g[len(q):], q, pairs)
     return F, T, peak
 
 
 def _pose_task(args):
     """Task of the pose pass: :func:`_pose_forces` of a chunk of poses, with one BLAS thread."""
-    model, U, Q = args
+    model, U, Q, pairs = args
     from ...parallel import single_threaded_blas
     with single_threaded_blas():
-        return _pose_forces(model, U, Q)
+        return _pose_forces(model, U, Q, pairs)
 
 
-def _project(F: np.ndarray, Uv: np.ndarray) -> np.ndarray:
+def _project(F: np.ndarray, Uv: np.ndarray, Q=None, pairs=None) -> np.ndarray:
     """g_i(q_p) = U_V^T f_V for stored forces F (k, P, 3 S) and stencil rows Uv (k, 3 S, r): (P, k, r).
     One matrix product per triangle (numpy's stacked matmul), so a triangle's bits do not depend on the others
-    in the call."""
-    return np.matmul(F, Uv).transpose(1, 0, 2)
+    in the call. On a quadratic manifold (``pairs``; Uv the rows of [U | Psi], Q (P, r) the poses) the pairs'
+    columns are folded onto the r coordinates: J_V(q)^T f_V."""
+    g = np.matmul(F, Uv).transpose(1, 0, 2)
+    if pairs is None:
+        return g
+    from .manifold import fold_pairs
+    r = Q.shape[1]
+    return fold_pairs(g[..., :r], g[..., r:], Q[:, None, :], pairs)
 
 
 def _project_task(payload):
     """Scoring-task payload of :class:`_ShellPoses`: the reduced forces (P, k, r) of one chunk."""
-    F, Uv = payload
-    return _project(F, Uv)
+    return _project(*payload)
 
 
 class ShellTrainingForces:
@@ -125,23 +133,31 @@ class ShellTrainingForces:
         Mass-normalised modes [1/sqrt(kg)].
     pose_chunk : int, optional
         Poses per task of the pose pass (does not change the result).
+    derivatives : ModalDerivatives, optional
+        Train on the quadratic manifold u = U q + Psi c(q) (sources/shell/manifold.py) instead of u = U q.
     """
 
-    def __init__(self, model, U, pose_chunk: int = 8):
+    def __init__(self, model, U, pose_chunk: int = 8, derivatives=None):
         self.model = model
         self.U = np.ascontiguousarray(U, dtype=np.float64)
         if self.U.ndim != 2 or self.U.shape[0] != model.ndof:
             raise InputError(f"shell cubature: modes U must have {model.ndof} rows (3 x {model.n_vertices} "
                              f"vertices), got shape {self.U.shape}")
         self.r = int(self.U.shape[1])
+        self.pairs = None
+        B = self.U
+        if derivatives is not None:
+            self.pairs = np.ascontiguousarray(derivatives.pairs, dtype=np.int64)
+            B = np.ascontiguousarray(np.concatenate([self.U, derivatives.Psi], axis=1))
+        self.B = B
         self.pose_chunk = max(1, int(pose_chunk))
-        self._U3 = self.U.reshape(-1, 3, self.r)
+        self._U3 = B.reshape(-1, 3, B.shape[1])
         self.pose_peaks = np.zeros(0)
 
     def stencil_rows(self, elements) -> np.ndarray:
         """U_V of the listed triangles, (k, 3 S, r): the rows of U at their S stencil slots."""
         el = self._elements(elements)
-        return self._U3[self.model.stencil[el]].reshape(el.size, -1, self.r)
+        return self._U3[self.model.stencil[el]].reshape(el.size, -1, self._U3.shape[2])
 
     def _elements(self, elements) -> np.ndarray:
         el = np.asarray(elements, dtype=np.int64).reshape(-1)
@@ -153,8 +169,8 @@ class ShellTrainingForces:
         """(P, k, r) reduced forces of the listed triangles at poses Q (P, r) (a pass over the mesh per pose)."""
         Q = np.atleast_2d(np.asarray(Q, dtype=np.float64))
         el = self._elements(elements)
-        F, _, _ = _pose_forces(self.model, self.U, Q)
-        return _project(F[el], self.stencil_rows(el))
+        F, _, _ = _pose_forces(self.model, self.B, Q, self.pairs)
+        return _project(F[el], self.stencil_rows(el), Q, self.pairs)
 
     def bind_poses(self, pose_sets, map_fn=None, progress=None) -> list:
         """Each pose's forces computed once (through ``map_fn`` in chunks of ``pose_chunk`` poses when given):
@@ -178,34 +194,34 @@ class ShellTrainingForces:
             peaks[s0:s0 + len(pk)] = pk
 
         if map_fn is not None and len(bounds) > 1:
-            tasks = [(self.model, self.U, allQ[a:b]) for a, b in bounds]
+            tasks = [(self.model, self.B, allQ[a:b], self.pairs) for a, b in bounds]
             for k, res in enumerate(map_fn(_pose_task, tasks, progress=progress)):
                 put(k, res)
         else:
             for k, (a, b) in enumerate(bounds):
-                put(k, _pose_forces(self.model, self.U, allQ[a:b]))
+                put(k, _pose_forces(self.model, self.B, allQ[a:b], self.pairs))
                 if progress is not None:
                     progress(b / max(P, 1))
         self.pose_peaks = peaks
-        return [_ShellPoses(self, Fi, Ti) for Fi, Ti in zip(F, T)]
+        return [_ShellPoses(self, Fi, Ti, Q) for Fi, Ti, Q in zip(F, T, sets)]
 
 
 class _ShellPoses:
     """A shell's element forces at one fixed pose set (the protocol of cubature.train_cubature)."""
 
-    def __init__(self, owner: ShellTrainingForces, F: np.ndarray, T: np.ndarray):
-        self.owner, self.F, self.T = owner, F, T
+    def __init__(self, owner: ShellTrainingForces, F: np.ndarray, T: np.ndarray, Q: np.ndarray):
+        self.owner, self.F, self.T, self.Q = owner, F, T, Q
 
     def forces(self, elements) -> np.ndarray:
         el = self.owner._elements(elements)
-        return _project(self.F[el], self.owner.stencil_rows(el))
+        return _project(self.F[el], self.owner.stencil_rows(el), self.Q, self.owner.pairs)
 
     def full(self) -> np.ndarray:
         return self.T
 
     def task(self, idx):
         el = self.owner._elements(idx)
-        return _project_task, (self.F[el], self.owner.stencil_rows(el))
+        return _project_task, (self.F[el], self.owner.stencil_rows(el), self.Q, self.owner.pairs)
 
 
 # ----------------------------------------------------------------------------------------------- settings
@@ -246,9 +262,12 @@ def _modes_used(model, modes, n_modes):
     return np.ascontiguousarray(U[:, :r]), np.sqrt(omega2[:r])
 
 
-def shell_cubature_hash(model, U, omega, settings: dict) -> str:
-    """Content hash of everything a shell cubature depends on (module docstring, "Cache")."""
+def shell_cubature_hash(model, U, omega, settings: dict, derivatives=None) -> str:
+    """Content hash of everything a shell cubature depends on (module docstring, "Cache"); with ``derivatives``
+    (a quadratic-manifold basis) their pairs and values too (keys of linear-basis cubatures are unchanged)."""
     mat = model.material
+    extra = () if derivatives is None else ("manifold", np.ascontiguousarray(derivatives.pairs, dtype=np.int64),
+                                            np.ascontiguousarray(derivatives.Psi, dtype=np.float64))
     return content_hash("shell_cubature", TRAIN_VERSION, KIND_VERSION, CHECKPOINT_KIND_VERSION,
                         np.ascontiguousarray(model.vertices, dtype=np.float64),
                         np.ascontiguousarray(model.faces, dtype=np.int64),
@@ -257,7 +276,7 @@ def shell_cubature_hash(model, U, omega, settings: dict) -> str:
                          # the bending scheme; keyed only when not the default, so "flap" keys stay as they were
                          **({"bending": model.bending} if model.bending != "flap" else {})},
                         np.ascontiguousarray(U, dtype=np.float64), np.ascontiguousarray(omega, dtype=np.float64),
-                        settings)
+                        settings, *extra)
 
 
 def _cache_path(cache, h: str) -> Path | None:
@@ -305,7 +324,7 @@ def shell_cubature(model, modes, *, n_modes: int | None = None, target: float = 
                    scheduler: str | None = None, progress=None, cache=None, n_holdout: int = 25,
                    n_candidates: int | None = 256, pose_amplitude_h: float = 1.0, checkpoint_every: int = 10,
                    score_chunk: int = SCORE_CHUNK, parallel_min_chunks: int = PARALLEL_MIN_CHUNKS,
-                   fallback_local: bool = False) -> Cubature:
+                   fallback_local: bool = False, derivatives=None) -> Cubature:
     """The cubature of a shell's reduced internal force (Chadwick, An & James 2009, sec. 2.3), read from the
     cache when it was built from the same inputs, else trained (resuming a matching checkpoint) and saved.
 
@@ -348,6 +367,9 @@ def shell_cubature(model, modes, *, n_modes: int | None = None, target: float = 
         (tuning; part of the cache key as rounding may depend on the chunk).
     fallback_local : bool, optional
         With ``scheduler``: when no scheduler answers, warn and use ``workers`` local processes instead.
+    derivatives : ModalDerivatives, optional
+        Train the force of the quadratic manifold u = U q + Psi c(q) (sources/shell/manifold.py), the pairs
+        among the ``n_modes`` used; None: the paper's linear basis u = U q.
 
     Returns
     -------
@@ -387,7 +409,10 @@ def shell_cubature(model, modes, *, n_modes: int | None = None, target: float = 
                 "n_holdout": int(n_holdout), "n_candidates": None if n_candidates is None else int(n_candidates),
                 "pose_amplitude_h": float(pose_amplitude_h), "exponent": 2.0, "seed": int(seed),
                 "score_chunk": int(score_chunk)}
-    h = shell_cubature_hash(model, U, omega, settings)
+    if derivatives is not None and len(derivatives.pairs) and int(derivatives.pairs.max()) >= r:
+        raise InputError(f"shell cubature: the modal derivatives pair modes up to {int(derivatives.pairs.max())}, "
+                         f"beyond the {r} modes used")
+    h = shell_cubature_hash(model, U, omega, settings, derivatives)
     path = _cache_path(cache, h)
     if path is not None:
         try:
@@ -403,7 +428,7 @@ def shell_cubature(model, modes, *, n_modes: int | None = None, target: float = 
         map_fn = partial(map_tasks, workers=int(workers))
     n_poses = int(n_train) + int(n_holdout)
     chunk_poses = 8 if scheduler is not None else max(1, -(-n_poses // (2 * int(workers))))
-    forces = ShellTrainingForces(model, U, pose_chunk=chunk_poses)
+    forces = ShellTrainingForces(model, U, pose_chunk=chunk_poses, derivatives=derivatives)
     stages = _Stages(progress)
     upd_poses = stages.switch(f"cubature: forces of {N} triangles at {n_poses} poses")
     state = {"greedy": None}
