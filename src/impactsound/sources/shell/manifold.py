@@ -4,8 +4,8 @@ Why. The Harmonic Shells model (Chadwick, An & James 2009, sec. 2.2) reduces the
 u = U q. Those modes are bending modes; when a mode bends a curved or a flat shell to a finite amplitude, its
 mid-surface must stretch unless in-plane displacements (quadratic in the amplitude) let it relax. A linear basis
 has no such directions, so the reduced model pays the full membrane energy: the nonlinear stiffening it predicts
-is mostly locking (the paper names the limitation, sec. 7). Measured on a free disk, the (2,0) mode's backbone
-coefficient is 13x too stiff.
+is mostly locking (the paper names it, sec. 3, and bounds the energy with its impulse limiter). Measured on a free
+disk, the (2,0) mode's backbone coefficient is 13x too stiff.
 
 What. Modal derivatives (Idelsohn & Cardona 1985; Barbic & James 2005, "Real-Time Subspace Integration for
 St. Venant-Kirchhoff Deformable Models", sec. 4) are the second-order static response of the shell to a pair of
