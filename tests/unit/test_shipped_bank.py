@@ -109,3 +109,18 @@ def test_own_field_storage_changes_do_not_invalidate_the_bank():
     from impactsound.sources.pan import precompute
     assert sb.SOLVER_VERSION == precompute.SOLVER_VERSION != precompute.CODE_VERSION
     assert sb.shipped_bank().identity["solver_version"] == precompute.SOLVER_VERSION
+
+
+def test_shipped_bank_reads_entries_as_used_with_the_bits_of_a_full_verified_read():
+    """The shipped bank, verified by its sha256, reads only the datasets of the entries asked for; they are the
+    arrays a full read that checks every dataset's hash returns."""
+    lazy = sb.shipped_bank()
+    full = sb.Soundbank(SHIPPED, "standard", read_only=True)          # not vouched for: reads and hashes all
+    assert lazy._lazy and not full._lazy
+    e_lazy, e_full = lazy.entry(17), full.entry(17)
+    assert len(lazy._arrays) == len(full._arrays)                    # every dataset is known ...
+    assert dict.__len__(lazy._arrays) == 3 * len(e_lazy.fields)      # ... but only entry 17's were read
+    for a, b in zip(e_lazy.fields, e_full.fields):
+        for name in ("indptr", "index", "values"):
+            x, y = getattr(a, name), getattr(b, name)
+            assert x.dtype == y.dtype and np.array_equal(x, y)
