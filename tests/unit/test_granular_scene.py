@@ -195,16 +195,36 @@ def test_bad_granular_tables_are_refused(change, match):
         load_scene(_pour_scene(**change))
 
 
-def test_granular_sources_need_a_granular_table_and_a_mug():
-    import impactsound as isnd
+def test_granular_sources_need_a_granular_table():
     from impactsound.scene import load_scene
     s = _pour_scene()
     del s["granular"]
     with pytest.raises(InputError, match=r"\[granular\]"):
         load_scene(s)
-    s = _pour_scene()
+
+
+def test_any_solid_is_a_container_for_the_simulated_grains():
+    """A box as the container (not a built-in mug): the grains fall on it as static spheres, its hits are its
+    own, and its modes sound; fill is refused for it (settled layers need a mug)."""
+    import impactsound as isnd
+    s = _pour_scene(count=30)
+    s["scene"]["duration"] = 0.25
     s["object"][0] = {"name": "cup", "shape": "box", "size": {"size": [0.06, 0.06, 0.02]}, "material": "ceramic",
                       "position": [0.0, 0.0, 0.01]}
+    from impactsound.scene import load_scene
+    from impactsound.sources.granular.scene_events import granular_events
+    sc = load_scene(s)
+    ev = granular_events(sc)
+    res = isnd.render_scene(sc)
+    hits = (ev.kind == 1) & (ev.id_b == ev.containers.index("cup"))
+    assert len(np.unique(ev.id_a[hits])) >= 20                # the grains out of the funnel land on the box ...
+    top = ev.point[hits][:, 2] > 0.02 - 1e-3
+    assert top.mean() > 0.8 and np.abs(ev.point[hits][top, 2] - 0.02).max() < 0.3e-3   # ... on its top face
+    if "floor" in ev.containers:                              # and none falls through it to the floor
+        fl = (ev.kind == 1) & (ev.id_b == ev.containers.index("floor"))
+        assert (np.abs(ev.point[fl][:, :2]).max(axis=1) > 0.03).all()
+    assert np.abs(res.stems["container"]["cup"]).max() > 0
+    s["granular"]["fill"] = 10
     with pytest.raises(InputError, match="built-in mug"):
         isnd.render_scene(s)
 
@@ -310,3 +330,31 @@ def test_grains_that_cannot_fit_are_refused_with_the_scene_field(change, match):
         del d["granular"]["funnel"]
     with pytest.raises(InputError, match=match):
         granular_events(load_scene(d))
+
+
+def test_grains_hit_a_static_object_and_it_sounds():
+    """A static block under the funnel, the mug beside it: the grains land on the block (every static object is
+    an obstacle by default), its hits carry its name and its modes sound in the container stem; listing no
+    obstacles (obstacles = []) lets the grains fall through it to the floor."""
+    import impactsound as isnd
+    from impactsound.scene import load_scene
+    from impactsound.sources.granular.scene_events import granular_events
+    s = _pour_scene(count=30)
+    s["scene"]["duration"] = 0.25
+    s["object"][0]["position"] = [0.08, 0.0, 0.025]                  # the mug off to the side
+    s["object"].append({"name": "block", "shape": "box", "size": {"size": [0.05, 0.05, 0.03]},
+                        "material": "wood_hard", "position": [0.0, 0.0, 0.015], "static": True})
+    sc = load_scene(s)
+    ev = granular_events(sc)
+    assert "block" in ev.containers
+    hits = (ev.kind == 1) & (ev.id_b == ev.containers.index("block"))
+    assert len(np.unique(ev.id_a[hits])) >= 20
+    assert np.abs(ev.point[hits][:, 2] - 0.03).max() < 1e-3         # on its top face
+    res = isnd.render_scene(sc)
+    assert np.abs(res.stems["container"]["block"]).max() > 0
+    s["granular"]["obstacles"] = []
+    ev2 = granular_events(load_scene(s))
+    assert "block" not in ev2.containers
+    s["granular"]["obstacles"] = ["cup"]
+    with pytest.raises(InputError, match="container already"):
+        load_scene(s)

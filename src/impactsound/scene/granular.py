@@ -11,7 +11,8 @@ another simulator or an earlier run (``events = "log"``), or from a statistical 
     radius = 0.001               # grain radius [m]
     radius_spread = 0.0          # radii uniform in radius * (1 -+ radius_spread)
     count = 500                  # grains poured
-    container = "cup"            # the scene object they pour into (a "mug" primitive for events = "simulate")
+    container = "cup"            # the scene object they pour into (any closed solid; a built-in "mug" exactly)
+    obstacles = ["bowl"]         # other scene objects the grains hit (default: every static object)
     events = "simulate"          # simulate | log | generate
     restitution = 0.5            # grain-grain and grain-wall
     fill = 0                     # grains already settled in the container (partly full)
@@ -63,6 +64,7 @@ class GranularSpec(_Strict):
     radius_spread: float = 0.0
     count: int = 500
     container: str | None = None
+    obstacles: list[str] | None = None
     events: Literal["simulate", "log", "generate"] = "simulate"
     log: str | None = None
     model: str | None = None
@@ -91,6 +93,14 @@ class GranularSetup:
     funnel: dict | None
     stream: dict | None
     where: str = "[granular]"
+    obstacles: list[str] | None = None
+
+    def obstacle_names(self, bodies) -> list[str]:
+        """The scene objects the simulated grains hit besides the container: ``obstacles`` as given, else every
+        static object (static = true or a fixed joint) other than the container."""
+        if self.obstacles is not None:
+            return list(self.obstacles)
+        return [b.name for b in bodies if b.immovable and b.name != self.container]
 
     def key(self) -> dict:
         """Everything that decides the simulated collisions (for the content hash of a cached simulation)."""
@@ -118,6 +128,16 @@ def parse_granular(spec: GranularSpec, base: Path, src: str, body_names: list[st
     if spec.container is not None and spec.container not in body_names:
         raise InputError(f"{where}.container = {spec.container!r} is not an object of the scene; objects: "
                          f"{body_names}")
+    for name in spec.obstacles or ():
+        if name not in body_names:
+            raise InputError(f"{where}.obstacles: {name!r} is not an object of the scene; objects: {body_names}")
+        if name == spec.container:
+            raise InputError(f"{where}.obstacles: {name!r} is the container already; drop it from obstacles")
+    if spec.obstacles is not None and len(set(spec.obstacles)) != len(spec.obstacles):
+        raise InputError(f"{where}.obstacles lists an object twice: {spec.obstacles}")
+    if spec.obstacles and spec.events != "simulate":
+        raise InputError(f"{where}.obstacles applies to events = 'simulate' (our simulator); a log or a generated "
+                         "table names its own walls")
     log = model = None
     if spec.events == "log":
         if not spec.log:
@@ -141,8 +161,8 @@ def parse_granular(spec: GranularSpec, base: Path, src: str, body_names: list[st
     funnel = stream = None
     if spec.events == "simulate":
         if spec.container is None:
-            raise InputError(f"{where}: events = 'simulate' needs container = 'OBJECT' (a 'mug' object the grains "
-                             "pour into)")
+            raise InputError(f"{where}: events = 'simulate' needs container = 'OBJECT' (the scene object the grains "
+                             "pour into: a closed solid, a built-in 'mug' exactly)")
         if spec.stream is not None:
             stream = spec.stream.model_dump()
             _check_positive(where + ".stream", stream, ("rate", "radius"))
@@ -157,7 +177,8 @@ def parse_granular(spec: GranularSpec, base: Path, src: str, body_names: list[st
     return GranularSetup(material=mat, radius=float(spec.radius), radius_spread=float(spec.radius_spread),
                          count=int(spec.count), container=spec.container, events=spec.events, log=log, model=model,
                          restitution=float(spec.restitution), fill=int(spec.fill),
-                         fill_damping=float(spec.fill_damping), funnel=funnel, stream=stream, where=where)
+                         fill_damping=float(spec.fill_damping), funnel=funnel, stream=stream, where=where,
+                         obstacles=None if spec.obstacles is None else list(spec.obstacles))
 
 
 def _material_spec(d: dict, where: str):

@@ -139,7 +139,10 @@ def container_pressure(events: GranularEvents, body, model, grain_materials, lis
     ev, tau = container_event_log(events, rows, body, grain_materials, restitution)
     src = ModalSource([body], {body.name: with_fill_damping(model, fill_damping)}, None, air,
                       transfers={body.name: transfer} if transfer is not None else None, ears=ears)
-    stage = contact_stage(ev, [body], None, surfaces=src.surfaces())
+    # the stage's own Hertz times are replaced by the grains' below; a static or fixed body (an obstacle on a
+    # static prop) enters it as free, so that the grain-on-wall pair has a finite mass to compute them from
+    free = dataclasses.replace(body, mount=None) if getattr(body, "mount", None) is not None else body
+    stage = contact_stage(ev, [free], None, surfaces=src.surfaces())
     bc = stage.of(0)
     stage = ContactStage(ev, {0: BodyContacts(**{**bc.__dict__, "tau": tau})})
     return src.render(ev, L, sample_rate, n_samples / sample_rate, contacts=stage)[body.name]

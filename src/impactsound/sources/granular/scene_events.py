@@ -90,22 +90,52 @@ def mug_walls(body, where: str) -> dict:
     return {"axis": c, "inner_radius": R_in, "floor_z": z0 + t, "rim_z": z1, "outer_radius": R_out, "base_z": z0}
 
 
+def _is_mug(body) -> bool:
+    return body.source.startswith("primitive:mug")
+
+
+def _upright(body) -> bool:
+    from ...rotation import quat_to_matrix
+    return abs(quat_to_matrix(np.asarray(body.quaternion, np.float64))[0][2, 2] - 1.0) <= 1e-9
+
+
 def _simulated(scene, setup, progress) -> GranularEvents:
     from ...assets import cache_dir, content_hash
     from .events import load_events, save_events
     body = scene.bodies[scene.body_names.index(setup.container)]
-    cup = mug_walls(body, f"{scene.path}: granular.container")
+    where = f"{scene.path}: granular"
+    # the container: a built-in upright mug with its exact walls, any other closed solid as static spheres
+    # (sources/granular/obstacles.py); the obstacles likewise
+    cup = mug_walls(body, f"{where}.container") if _is_mug(body) and _upright(body) else None
+    sphere_bodies = ([] if cup is not None else [body]) + [
+        scene.bodies[scene.body_names.index(n)] for n in setup.obstacle_names(scene.bodies)]
     ground = scene.ground.height if scene.ground.enabled else None
-    key = content_hash("granular-sim", SCENE_SIM_VERSION, setup.key(), {k: np.asarray(v).tolist()
-                       for k, v in cup.items()}, ground, scene.duration, scene.seed, _simulator_version())
+    parts = ["granular-sim", SCENE_SIM_VERSION, setup.key(),
+             {k: np.asarray(v).tolist() for k, v in cup.items()} if cup is not None else None, ground,
+             scene.duration, scene.seed, _simulator_version()]
+    if sphere_bodies:
+        from .obstacles import OBSTACLES_VERSION
+        parts.append({"obstacles": OBSTACLES_VERSION, "bodies": [
+            [b.name, b.mesh_hash, np.asarray(b.position, np.float64).tolist(),
+             np.asarray(b.quaternion, np.float64).tolist()] for b in sphere_bodies]})
+    key = content_hash(*parts)
     path = cache_dir() / f"granular-sim-{key[:32]}.npz"
     if path.is_file():
         try:
             return load_events(path)
         except InputError:
             path.unlink(missing_ok=True)             # a corrupted cache entry is recomputed, never used
+    extra = []
+    if sphere_bodies:
+        from .obstacles import body_spheres
+        from .simulate import StaticSpheres
+        r_min = setup.radius * (1.0 - setup.radius_spread)
+        with progress.stage(f"granular walls of {', '.join(b.name for b in sphere_bodies)}"):
+            for b in sphere_bodies:
+                c, r = body_spheres(b, r_min, f"{scene.path}: object {b.name!r} (a wall for the grains)")
+                extra.append(StaticSpheres(c, r, body=b.name))
     ev = simulate_pour(setup, cup, container=body.name, ground=ground, duration=scene.duration, seed=scene.seed,
-                       progress=progress)
+                       progress=progress, extra_walls=extra)
     save_events(path, ev)
     return ev
 
@@ -125,23 +155,30 @@ def _check_grain_size(setup, inner_radius: float) -> None:
                          "grains or a wider nozzle")
 
 
-def simulate_pour(setup, cup: dict, *, container: str, ground: float | None, duration: float, seed: int,
-                  progress=QUIET) -> GranularEvents:
+def simulate_pour(setup, cup: dict | None, *, container: str, ground: float | None, duration: float, seed: int,
+                  progress=QUIET, extra_walls=()) -> GranularEvents:
     """Pour ``setup.count`` grains through the funnel (or stream) into the cup (:func:`mug_walls`) and simulate
     ``duration`` seconds; with ``setup.fill`` > 0 the cup first gets that many grains, dropped in and settled
-    (frozen: a rigid pile the pour lands on). Walls: the cup (body ``container``), the funnel (body "funnel": its
-    hits are silent), the floor at height ``ground`` (body "floor"; None: no floor)."""
+    (frozen: a rigid pile the pour lands on). Walls: the cup (body ``container``; None: the container is among
+    ``extra_walls``), ``extra_walls`` (scene objects as static spheres), the funnel (body "funnel": its hits are
+    silent), the floor at height ``ground`` (body "floor"; None: no floor)."""
     import time
 
     from .simulate import Cone, Cup, Floor, GrainSet, pour_grains, simulate_state
-    R_in, z_floor, z_rim = cup["inner_radius"], cup["floor_z"], cup["rim_z"]
-    walls = [Cup(center_xy=tuple(cup["axis"]), radius=R_in, z_bottom=z_floor, height=z_rim - z_floor,
-                 body=container)]
+    walls = []
+    if cup is not None:
+        R_in, z_floor, z_rim = cup["inner_radius"], cup["floor_z"], cup["rim_z"]
+        walls.append(Cup(center_xy=tuple(cup["axis"]), radius=R_in, z_bottom=z_floor, height=z_rim - z_floor,
+                         body=container))
+        _check_grain_size(setup, R_in)
+    elif setup.fill:
+        raise InputError(f"{setup.where}.fill = {setup.fill}: a settled fill is laid into a built-in mug only; "
+                         f"the container {container!r} is another shape (set fill = 0)")
+    walls.extend(extra_walls)
     if ground is not None:
         walls.append(Floor(z=ground, body="floor"))
     radius = setup.radius if setup.radius_spread == 0 else (setup.radius, setup.radius * setup.radius_spread)
     mat = setup.material
-    _check_grain_size(setup, R_in)
     parts = []
     if setup.fill:
         pos, rad = settled_layers(setup.fill, setup.radius * (1 + setup.radius_spread), cup, where=setup.where)

@@ -3,7 +3,8 @@
 - ``grain_noise``: the acceleration noise of both spheres of every grain-grain collision (exact rigid-sphere
   pulses, tabulated; sources/granular/synth.py). Its stem is ``grain_noise``, its one object ``grains``.
 - ``container``: the container object's modes struck by the grains that hit it (sources/granular/container.py),
-  radiated like any object's modes. Its stem is ``container``, its object the container's name.
+  radiated like any object's modes; likewise every other scene object the grains hit (an obstacle). Its stem is
+  ``container``, one object per struck body.
 
 Both render the scene's one granular event table (:func:`~impactsound.sources.granular.scene_events.granular_events`:
 simulated, read from a log, or generated), computed once per render.
@@ -104,55 +105,82 @@ class ContainerOptions(ModalOptions):
 
 @dataclass
 class ContainerPrepared:
+    """The struck scene objects of the granular table: the container and the obstacles the grains hit (each with
+    its modal model, radiation and kind of radiation), and the walls that make no sound."""
+
     events: GranularEvents
     materials: list
-    body: object
-    model: object
-    transfer: object
-    radiation: str
+    bodies: list
+    models: dict
+    transfers: dict
+    radiation: dict
     restitution: float
     fill_damping: float
+    container: str | None
     air: object
     silent: dict
+
+    @property
+    def body(self):
+        """The container body (None when the table has none)."""
+        return next((b for b in self.bodies if b.name == self.container), None)
 
 
 def prepare_container(scene, progress=QUIET) -> ContainerPrepared:
     from ..modal import modal_models, transfer_models
+    from .container import container_hits
     setup = _setup(scene, "container")
     ev = granular_events(scene, progress)
-    # containers in the table that are not scene objects (a funnel, the floor) make no sound of their own
+    # walls in the table that are not scene objects (a funnel, the floor) make no sound of their own
     silent = {c: "not a scene object: its hits are silent" for c in ev.containers if c not in scene.body_names}
-    if setup.container is None:
-        return ContainerPrepared(ev, [], None, None, None, "none", setup.restitution, setup.fill_damping,
+    names = [c for c in ev.containers if c in scene.body_names]
+    if setup.container is not None and setup.container not in names:
+        names.insert(0, setup.container)
+    bodies = [scene.bodies[scene.body_names.index(n)] for n in names
+              if n == setup.container or len(container_hits(ev, n))]
+    if not bodies:
+        return ContainerPrepared(ev, [], [], {}, {}, {}, setup.restitution, setup.fill_damping, setup.container,
                                  scene.air, silent)
-    body = scene.bodies[scene.body_names.index(setup.container)]
-    sub = dataclasses.replace(scene, bodies=[body], options={**scene.options, "modal": scene.options["container"]})
+    sub = dataclasses.replace(scene, bodies=bodies, options={**scene.options, "modal": scene.options["container"]})
     models = modal_models(sub, progress)
     transfers, used = transfer_models(sub, models, progress)
-    return ContainerPrepared(ev, grain_materials(scene, ev), body, models[body.name], transfers.get(body.name),
-                             used.get(body.name, "none"), setup.restitution, setup.fill_damping, scene.air, silent)
+    return ContainerPrepared(ev, grain_materials(scene, ev), bodies, models, transfers,
+                             {b.name: used.get(b.name, "none") for b in bodies}, setup.restitution,
+                             setup.fill_damping, setup.container, scene.air, silent)
 
 
 def render_container(prep: ContainerPrepared, ctx) -> dict:
     from .container import container_hits, container_pressure
-    if prep.body is None:
+    if not prep.bodies:
         return {}
     _fixed_listeners(ctx, "container")
-    n = len(container_hits(prep.events, prep.body.name))
-    with ctx.progress.stage(f"container {prep.body.name} ({n} grain hits)"):
-        p = container_pressure(prep.events, prep.body, prep.model, prep.materials, ctx.listeners, ctx.sample_rate,
-                               ctx.n_samples, restitution=prep.restitution, fill_damping=prep.fill_damping,
-                               transfer=prep.transfer, air=prep.air, ears=ctx.ears)
-    return {prep.body.name: p}
+    out = {}
+    for body in prep.bodies:
+        n = len(container_hits(prep.events, body.name))
+        what = "container" if body.name == prep.container else "struck by grains"
+        with ctx.progress.stage(f"{what} {body.name} ({n} grain hits)"):
+            # grains lying in the container damp it (fill_damping); an obstacle keeps its own damping
+            out[body.name] = container_pressure(
+                prep.events, body, prep.models[body.name], prep.materials, ctx.listeners, ctx.sample_rate,
+                ctx.n_samples, restitution=prep.restitution,
+                fill_damping=prep.fill_damping if body.name == prep.container else 0.0,
+                transfer=prep.transfers.get(body.name), air=prep.air, ears=ctx.ears)
+    return out
 
 
 def describe_container(prep: ContainerPrepared) -> tuple[dict, dict]:
-    if prep.body is None:
+    if not prep.bodies:
         return {}, {}
     from .container import container_hits
-    n = len(container_hits(prep.events, prep.body.name))
-    obj = {prep.body.name: {"container": {"grain_hits": n, "modes": int(prep.model.n_modes),
-                                          "radiation": prep.radiation, "fill_damping": prep.fill_damping}}}
+    obj = {}
+    for b in prep.bodies:
+        d = {"grain_hits": len(container_hits(prep.events, b.name)), "modes": int(prep.models[b.name].n_modes),
+             "radiation": prep.radiation[b.name]}
+        if b.name == prep.container:
+            d["fill_damping"] = prep.fill_damping
+        else:
+            d["role"] = "obstacle"
+        obj[b.name] = {"container": d}
     return ({"granular_silent_walls": prep.silent} if prep.silent else {}), obj
 
 
@@ -163,4 +191,5 @@ GRAIN_NOISE = register(SourceKind(
 CONTAINER_SOURCE = register(SourceKind(
     name="container", options=ContainerOptions, prepare=prepare_container, render=render_container,
     describe=describe_container, rigid_events=False,
-    summary="the [granular] container's modes struck by grain hits (Hertz), radiated like the modal source"))
+    summary="the [granular] container's modes (and any other object's the grains hit) struck by grain hits "
+            "(Hertz), radiated like the modal source"))
