@@ -5,12 +5,11 @@ eqs. 11-12 applied to the pair). Analytic checks on a cube, then end to end from
 cube resting on the floor."""
 import numpy as np
 import pytest
-import trimesh
 
 from impactsound.dynamics import run_dynamics
 from impactsound.dynamics.events import EventLog
 from impactsound.materials import get_material
-from impactsound.scene.model import Air, Body, Ground
+from impactsound.scene.model import Air, Ground
 from impactsound.rotation import quat_to_matrix
 from impactsound.sources.pan.field import PANField, direction_vectors, shell_radii
 from impactsound.sources.pan.source import PANSource

@@ -70,7 +70,7 @@ def test_contact_dashpot_formula():
 def test_bowl_lying_on_the_floor_rings_shorter():
     """A ceramic bowl dropped upside down onto concrete, struck by a steel ball once it lies still: its lowest mode
     decays at sigma + Delta sigma (measured on the rendered mode), against sigma when the damping is off."""
-    from impactsound.pipeline import render_scene, scene_events
+    from impactsound.pipeline import scene_events
     from impactsound.scene import load_scene
     from impactsound.sources import modal as M
     from impactsound.sources.modal import ModalSource

@@ -52,7 +52,7 @@ def test_small_amplitude_is_linear(plate):
 
 
 def test_cubature_on_the_plate_holds_its_error(plate):
-    from impactsound.sources.shell.cubature import cubature_force, train_cubature
+    from impactsound.sources.shell.cubature import train_cubature
     cub = train_cubature(plate.element_forces, len(plate.model.faces), plate.omega,
                          amplitude=_amplitude_for(plate, 0, 1.0 * H), n_train=40, n_holdout=20, target=0.1, seed=3)
     assert cub.train_error <= 0.1 and cub.holdout_error <= 2.5 * max(cub.train_error, 0.02)

@@ -700,7 +700,7 @@ def _check_listeners(scene: Scene) -> None:
         else:
             t = np.zeros(1)
         P = l.position_at(t)
-        moving = f" on its trajectory at t = {{:.4g}} s" if l.moves else ""
+        moving = " on its trajectory at t = {:.4g} s" if l.moves else ""
         below = np.flatnonzero(P[:, 2] < scene.ground.height) if scene.ground.enabled else []
         if len(below):
             k = int(below[0])

@@ -369,8 +369,9 @@ class ModalSource:
             if dsig is not None:
                 cols = np.searchsorted(idx, sel)
 
-                def damping(frames, cols=cols):
+                def _damping(frames, cols=cols):
                     return ramp(T_emit[frames], rests).T @ dsig[:, cols]
+                damping = _damping
 
             y += synthesize_moving(omega[sel], xi[sel], t0, bc.tau, imp_g, geo.delay, weights, H, geom_e, basis,
                                    fs, n_samples, cutoff_db=self.mode_cutoff_db, n_threads=self.n_threads,
@@ -583,9 +584,7 @@ def transfer_model(model, method: str = "auto", *, air=None, max_modes: int = 20
     tuple
         (TransferModel, or None for "low_order" or a model without modes; a description of the radiation used).
     """
-    from ..errors import AssetError
     from ..scene.model import Air
-    from ..transfer.precompute import TransferModel, TransferSettings, run_transfer
     air = air or Air()
     low = "low_order (monopole + dipole; approximate)"
     if method not in ("auto", "ffat", "low_order"):

@@ -60,7 +60,7 @@ import contextlib
 import functools
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -652,7 +652,7 @@ def _verified(path: str, size: int, mtime_ns: int) -> str:
     p = Path(path)
     man_path = p.with_suffix(".json")
     fix = ("reinstall impactsound (make setup, or pip install --force-reinstall impactsound), or build the bank "
-           f"yourself (impactsound bank build --preset standard --out FILE, about an hour on 2 cores) and point "
+           "yourself (impactsound bank build --preset standard --out FILE, about an hour on 2 cores) and point "
            "scenes at it with [source.acceleration_noise] bank_path = \"FILE\"")
     try:
         manifest = json.loads(man_path.read_text())
