@@ -33,13 +33,15 @@ RATIO = 4.0
 BUMP = 0.05
 #: most spheres one object may take (a solid far larger than the grains: use bigger grains or a simpler wall)
 MAX_SPHERES = 400_000
+#: samples looked at per sphere centre for the faces of its closest surface point
+NEAREST = 32
 #: smallest sphere radius, in grain radii (a wall thinner than 2 x this is refused)
 MIN_RATIO = 0.25
 
 
 def _samples(V, F, spacing):
-    """Points on the surface about ``spacing`` [m] apart, with their face's outward unit normal: (points (n, 3),
-    normals (n, 3)). Per triangle, a square lattice of that spacing in its own plane (the points inside it) and
+    """Points on the surface about ``spacing`` [m] apart, with their face's outward unit normal and the face:
+    (points (n, 3), normals (n, 3), faces (n,)). Per triangle, a square lattice of that spacing in its own plane (the points inside it) and
     points along its edges at that spacing (corners included), so that slivers are not oversampled and every
     point of the surface is within about spacing / sqrt(2) of a sample of its own face."""
     A, B, C = V[F[:, 0]], V[F[:, 1]], V[F[:, 2]]
@@ -47,7 +49,7 @@ def _samples(V, F, spacing):
     area2 = np.linalg.norm(nrm, axis=1)
     ok = area2 > 1e-14 * max(float(np.ptp(V, axis=0).max()), 1e-300) ** 2       # degenerate triangles: no samples
     nrm = nrm / np.maximum(area2, 1e-300)[:, None]
-    pts, nms = [], []
+    pts, nms, fcs = [], [], []
     for f in np.flatnonzero(ok):
         a, b, c, n = A[f], B[f], C[f], nrm[f]
         e1 = (b - a) / np.linalg.norm(b - a)
@@ -70,18 +72,51 @@ def _samples(V, F, spacing):
             k = max(1, int(np.ceil(np.linalg.norm(p1 - p0) / spacing)))
             t = np.arange(k)[:, None] / k                      # the edge's start corner, not its end
             pts.append(p0 + t * (p1 - p0))
-        nms.append(np.broadcast_to(n, (sum(len(x) for x in pts) - sum(len(x) for x in nms), 3)))
-    return np.concatenate(pts), np.concatenate(nms)
+        k = sum(len(x) for x in pts) - sum(len(x) for x in nms)
+        nms.append(np.broadcast_to(n, (k, 3)))
+        fcs.append(np.full(k, f, np.int64))
+    return np.concatenate(pts), np.concatenate(nms), np.concatenate(fcs)
+
+
+def _closest(tris, C, reach, tree, face_of):
+    """Closest points of the surface to the centres C (k, 3) among the faces of the NEAREST samples within ``reach``
+    (k,) [m] of each (the face that holds a centre's true closest point, when it is nearer than reach - spacing,
+    has a sample within reach): (points (k, 3), distances (k,), faces (k,)); inf where no sample is near."""
+    import trimesh
+    # the K nearest samples within reach: those near the true closest point come first (the samples nearer to
+    # the centre than a sample of the closest point's own face lie in a shell of width ~spacing round it: far
+    # fewer than K)
+    K = min(NEAREST, len(face_of))
+    d, j = tree.query(C, k=K, distance_upper_bound=float(np.max(reach)))
+    d, j = d.reshape(len(C), K), j.reshape(len(C), K)
+    ok = (d <= reach[:, None]) & (j < len(face_of))
+    pi = np.broadcast_to(np.arange(len(C))[:, None], j.shape)[ok]
+    fi = face_of[j[ok]]
+    key = np.unique(pi * (int(face_of.max()) + 1) + fi)
+    pi, fi = key // (int(face_of.max()) + 1), key % (int(face_of.max()) + 1)
+    q = trimesh.triangles.closest_point(tris[fi], C[pi])
+    d = np.linalg.norm(q - C[pi], axis=1)
+    # per centre, its nearest pair (pairs are sorted by centre)
+    order = np.lexsort((d, pi))
+    first = order[np.r_[True, pi[order][1:] != pi[order][:-1]]]
+    out_q = np.full((len(C), 3), np.nan)
+    out_d = np.full(len(C), np.inf)
+    out_f = np.zeros(len(C), np.int64)
+    out_q[pi[first]], out_d[pi[first]], out_f[pi[first]] = q[first], d[first], fi[first]
+    return out_q, out_d, out_f
 
 
 def _fit(mesh, spacing, R0, r_min):
     """Samples (P, N) at ``spacing`` and the largest radius <= R0 of each sample's sphere (centre P - R N) that
     stays inside the solid: (P, N, R, wall), ``wall`` marking spheres limited by an opposite-facing surface (a thin
-    wall; the others are limited near a convex edge). Shrink-and-recheck passes against the exact surface
-    (trimesh's closest point); a sphere shrunk below ``r_min`` is not checked again (it is dropped, or refused on a
-    thin wall, by the caller)."""
-    import trimesh
-    P, N = _samples(np.asarray(mesh.vertices, np.float64), np.asarray(mesh.faces, np.int64), spacing)
+    wall; the others are limited near a convex edge). Shrink-and-recheck passes against the exact surface (the
+    closest point on the faces of the samples near the centre, :func:`_closest`); a sphere shrunk below ``r_min``
+    is not checked again (it is dropped, or refused on a thin wall, by the caller)."""
+    from scipy.spatial import cKDTree
+    V, F = np.asarray(mesh.vertices, np.float64), np.asarray(mesh.faces, np.int64)
+    P, N, face_of = _samples(V, F, spacing)
+    tree = cKDTree(P)
+    tris = V[F]
     fn = np.asarray(mesh.face_normals, np.float64)
     R = np.full(len(P), float(R0))
     wall = np.zeros(len(P), bool)
@@ -90,7 +125,7 @@ def _fit(mesh, spacing, R0, r_min):
         if not len(active):
             break
         C = P[active] - R[active, None] * N[active]
-        q, d, tri = trimesh.proximity.closest_point(mesh, C)
+        q, d, tri = _closest(tris, C, R[active] + spacing, tree, face_of)
         nq = fn[tri]
         # the sphere's own sample lies on it: only a nearer point q of the surface counts. The largest sphere
         # tangent at p (normal n) that leaves q outside has R = |p - q|^2 / (2 n . (p - q)): shrink to it
