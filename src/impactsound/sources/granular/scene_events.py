@@ -116,7 +116,9 @@ def _simulated(scene, setup, progress) -> GranularEvents:
     if sphere_bodies:
         from .obstacles import OBSTACLES_VERSION
         parts.append({"obstacles": OBSTACLES_VERSION, "bodies": [
-            [b.name, b.mesh_hash, np.asarray(b.position, np.float64).tolist(),
+            [b.name, b.mesh_hash or content_hash(np.asarray(b.mesh.vertices, np.float64),
+                                                 np.asarray(b.mesh.faces, np.int64)),
+             np.asarray(b.position, np.float64).tolist(),
              np.asarray(b.quaternion, np.float64).tolist()] for b in sphere_bodies]})
     key = content_hash(*parts)
     path = cache_dir() / f"granular-sim-{key[:32]}.npz"
