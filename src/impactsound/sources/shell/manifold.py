@@ -106,7 +106,8 @@ def force_hessian(model, a, b, step: float) -> np.ndarray:
 
 @dataclass
 class ModalDerivatives:
-    """Psi (3 Nv, P): the pairs' modal derivatives [1/kg]; pairs (P, 2) int: mode indices i <= j < k."""
+    """Psi (3 Nv, P): the pairs' modal derivatives [1/(m kg)] (u [m] = Psi c(q), q [m sqrt(kg)]); pairs (P, 2)
+    int: mode indices i <= j < k."""
 
     Psi: np.ndarray
     pairs: np.ndarray
