@@ -119,7 +119,7 @@ def test_shipped_bank_reads_entries_as_used_with_the_bits_of_a_full_verified_rea
     assert lazy._lazy and not full._lazy
     e_lazy, e_full = lazy.entry(17), full.entry(17)
     assert len(lazy._arrays) == len(full._arrays)                    # every dataset is known ...
-    assert dict.__len__(lazy._arrays) == 3 * len(e_lazy.fields)      # ... but only entry 17's were read
+    assert len(lazy._arrays._read) == 3 * len(e_lazy.fields)        # ... but only entry 17's were read
     for a, b in zip(e_lazy.fields, e_full.fields):
         for name in ("indptr", "index", "values"):
             x, y = getattr(a, name), getattr(b, name)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+from collections.abc import Mapping
 import json
 import math
 import os
@@ -309,49 +310,36 @@ def clean_stale_temporaries(folder, max_age_s: float = STALE_TMP_S) -> list[Path
     return removed
 
 
-class _LazyArrays(dict):
+class _LazyArrays(Mapping):
     """The arrays of an asset file read on first access (each dataset once): for a file verified as a whole
     otherwise, whose callers read a few of many datasets (the shipped soundbank: 1,190 datasets, 0.14 s to read
-    them all, a render needs a few)."""
+    them all, a render needs a few). A Mapping, so that dict(...) of it reads every dataset."""
 
     def __init__(self, path: Path, names):
-        super().__init__()
         self._path = path
         self._names = list(names)
+        self._read: dict = {}
 
-    def __missing__(self, name):
-        import h5py
+    def __getitem__(self, name):
+        if name in self._read:
+            return self._read[name]
         if name not in self._names:
             raise KeyError(name)
+        import h5py
         try:
             with h5py.File(self._path, "r") as f:
                 v = f[name][()]
         except (OSError, KeyError, ValueError) as exc:
             raise AssetError(f"{self._path}: dataset {name} is not readable ({exc}); delete it or rebuild "
                              "it") from None
-        self[name] = v
+        self._read[name] = v
         return v
-
-    def __contains__(self, name):
-        return name in self._names
-
-    def keys(self):
-        return list(self._names)
 
     def __iter__(self):
         return iter(self._names)
 
     def __len__(self):
         return len(self._names)
-
-    def items(self):
-        return [(k, self[k]) for k in self._names]
-
-    def values(self):
-        return [self[k] for k in self._names]
-
-    def copy(self):
-        return {k: self[k] for k in self._names}
 
 
 def read_asset(path: str | os.PathLike, kind: str, *, kind_version: int | None = None,

@@ -120,11 +120,6 @@ class ContainerPrepared:
     air: object
     silent: dict
 
-    @property
-    def body(self):
-        """The container body (None when the table has none)."""
-        return next((b for b in self.bodies if b.name == self.container), None)
-
 
 def prepare_container(scene, progress=QUIET) -> ContainerPrepared:
     from ..modal import modal_models, transfer_models

@@ -112,9 +112,9 @@ class ModalDerivatives:
     Psi: np.ndarray
     pairs: np.ndarray
 
-    @property
-    def k(self) -> int:
-        return int(self.pairs.max()) + 1 if len(self.pairs) else 0
+    def extend(self, U) -> np.ndarray:
+        """The basis [U | Psi] (3 Nv, r + P), C order: what a kernel projects onto before :func:`fold_pairs`."""
+        return np.ascontiguousarray(np.concatenate([np.asarray(U, np.float64), self.Psi], axis=1))
 
 
 def modal_derivatives(model, U, omega, k: int, progress=None) -> ModalDerivatives:
@@ -188,11 +188,6 @@ class ManifoldShell:
     @property
     def r(self) -> int:
         return int(self.U.shape[1])
-
-    @property
-    def basis(self) -> np.ndarray:
-        """[U | Psi] (3 Nv, r + P): the columns a kernel projects onto before :func:`fold_pairs`."""
-        return np.concatenate([self.U, self.md.Psi], axis=1)
 
     def displacement(self, q) -> np.ndarray:
         q = np.asarray(q, np.float64)

@@ -87,7 +87,7 @@ class ReducedShell:
         cubature trained on that basis), None for the paper's linear basis."""
         if derivatives is None:
             return CompiledCubature(self, cub.elements, cub.weights, precision=precision)
-        basis = ReducedShell(self.model, np.concatenate([self.U, derivatives.Psi], axis=1), self.omega)
+        basis = ReducedShell(self.model, derivatives.extend(self.U), self.omega)
         return CompiledCubature(basis, cub.elements, cub.weights, precision=precision, pairs=derivatives.pairs,
                                 n_coords=self.r)
 

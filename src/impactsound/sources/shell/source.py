@@ -69,7 +69,7 @@ def shell_cubature_for(model, modes, spec, progress=QUIET, precision: str | None
     from .train import shell_cubature
     rs = ReducedShell.from_modes(model, modes)
     md = None
-    if getattr(spec, "basis", "modes") == "manifold":
+    if spec.basis == "manifold":
         from .manifold import modal_derivatives
         md = modal_derivatives(model, rs.U, rs.omega, min(int(spec.derivatives), rs.r))
     cub = shell_cubature(model, modes, target=float(spec.cubature_target),

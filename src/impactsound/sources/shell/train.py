@@ -149,7 +149,7 @@ class ShellTrainingForces:
         B = self.U
         if derivatives is not None:
             self.pairs = np.ascontiguousarray(derivatives.pairs, dtype=np.int64)
-            B = np.ascontiguousarray(np.concatenate([self.U, derivatives.Psi], axis=1))
+            B = derivatives.extend(self.U)
         self.B = B
         self.pose_chunk = max(1, int(pose_chunk))
         self._U3 = B.reshape(-1, 3, B.shape[1])
