@@ -219,7 +219,9 @@ def test_any_solid_is_a_container_for_the_simulated_grains():
     hits = (ev.kind == 1) & (ev.id_b == ev.containers.index("cup"))
     assert len(np.unique(ev.id_a[hits])) >= 20                # the grains out of the funnel land on the box ...
     top = ev.point[hits][:, 2] > 0.02 - 1e-3
-    assert top.mean() > 0.8 and np.abs(ev.point[hits][top, 2] - 0.02).max() < 0.3e-3   # ... on its top face
+    # ... on its top face: a contact point lies on a sphere, within the spheres' dip below the face, s^2 / (4 R) =
+    # 0.06 mm for 1 mm grains (sources/granular/obstacles.py; measured 0.034 mm)
+    assert top.mean() > 0.8 and np.abs(ev.point[hits][top, 2] - 0.02).max() < 0.1e-3
     if "floor" in ev.containers:                              # and none falls through it to the floor
         fl = (ev.kind == 1) & (ev.id_b == ev.containers.index("floor"))
         assert (np.abs(ev.point[fl][:, :2]).max(axis=1) > 0.03).all()
@@ -349,7 +351,11 @@ def test_grains_hit_a_static_object_and_it_sounds():
     assert "block" in ev.containers
     hits = (ev.kind == 1) & (ev.id_b == ev.containers.index("block"))
     assert len(np.unique(ev.id_a[hits])) >= 20
-    assert np.abs(ev.point[hits][:, 2] - 0.03).max() < 1e-3         # on its top face
+    # on its top face (z = 0.03): away from its edges (rounded by the spheres' 4 mm) within the dip, 0.06 mm
+    pts = ev.point[hits]
+    inner = np.abs(pts[:, :2]).max(axis=1) < 0.025 - 0.005
+    assert inner.mean() > 0.5 and np.abs(pts[inner, 2] - 0.03).max() < 0.1e-3
+    assert np.abs(pts[:, 2] - 0.03).max() < 5e-3                    # and nowhere below the rounded edge
     res = isnd.render_scene(sc)
     assert np.abs(res.stems["container"]["block"]).max() > 0
     s["granular"]["obstacles"] = []
