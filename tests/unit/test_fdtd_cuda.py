@@ -1,6 +1,6 @@
 """The GPU FDTD step (wave/fdtd_cuda.py) against the CPU kernel (wave/fdtd.py) on the same grid and steps: a point
 source and receivers through the CPML, and a moving rigid body (face velocities, the air-cell corrections, the
-solid layer), in float64 (to round-off) and float32 (to float32 round-off of the largest |p|).
+solid layer, wall faces between air cells), in float64 (to round-off) and float32 (to float32 round-off of the largest |p|).
 
 The comparisons run where a CUDA GPU works and, everywhere else, under Numba's CUDA simulator
 (NUMBA_ENABLE_CUDASIM=1 in a child pytest: the switch must precede Numba's import), which runs the very same
@@ -17,7 +17,7 @@ import pytest
 from impactsound.errors import SolverError
 from impactsound.wave import fdtd_cuda
 from impactsound.wave.fdtd import FDTDSolver, centred_grid
-from impactsound.wave.voxel import voxelize
+from impactsound.wave.voxel import BodyBoundary, voxelize
 
 
 def _need_gpu():
@@ -36,8 +36,14 @@ def _pair(dtype, steps, body):
         rec_pts = np.array([[0.012, 0.004, -0.008], [-0.013, 0.0, 0.011], [0.0, 0.018, 0.0]])
         kw = {}
         if body:
-            s.set_body(voxelize(g, lambda x: np.linalg.norm(x, axis=1) < 0.009))     # the 8 central cells
+            b = voxelize(g, lambda x: np.linalg.norm(x, axis=1) < 0.009)     # the 8 central cells
+            # and three wall faces (a thin wall between air cells, one per axis), moving too
+            walls = np.array([[0, 3, 3, 3, 0], [1, 6, 3, 4, 0], [2, 3, 6, 5, 0]])
+            b = BodyBoundary(solid=b.solid, faces=np.concatenate([b.faces, walls]),
+                             centres=np.concatenate([b.centres, np.zeros((3, 3))]))
+            s.set_body(b)
             pattern = np.where(s.body.faces[:, 0] == 2, 1.0, 0.0) * np.sign(s.body.faces[:, 4])   # heaving along z
+            pattern[-3:] = [0.7, -0.4, 0.9]
             kw = dict(body_pattern=pattern, body_scale=np.sin(np.arange(steps) * 0.4) * 1e-3)
         s.set_receivers(rec_pts)
         rates = (np.sin(np.arange(steps) * 0.35) * 1e-7)[:, None]

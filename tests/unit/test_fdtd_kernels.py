@@ -1,6 +1,6 @@
 """FDTD kernels (wave/fdtd.py): the temporally blocked, multi-threaded sweep against a plain NumPy implementation
-of the same scheme, schedule independence (threads, steps per pass, z-layer padding), and the absorbing layer the
-PAN plan uses by default."""
+of the same scheme (a moving body with one-sided faces and a thin plate of wall faces), schedule independence
+(threads, steps per pass, z-layer padding), and the absorbing layer the PAN plan uses by default."""
 import numpy as np
 import pytest
 
@@ -8,7 +8,7 @@ from impactsound.errors import SolverError
 from impactsound.sources.pan.pulse import psi as pulse
 from impactsound.wave import fdtd
 from impactsound.wave.fdtd import COURANT_LIMIT, FDTDSolver, Grid, centred_grid
-from impactsound.wave.voxel import voxelize
+from impactsound.wave.voxel import thin_walls, voxelize
 
 C, RHO = 343.2, 1.2041
 
@@ -50,6 +50,10 @@ def _reference(grid, dt, body, G, scale, src_cell, src_inc, recv, n_steps):
             d = p[tuple(up)] - p[I]
             psf[ax][I] = bf[ax] * psf[ax][I] + af[ax] * d
             v[ax][I] = (v[ax][I] - cv * d) - vc * psf[ax][I]
+        if body is not None:                      # wall faces (air on both sides): the wall's velocity
+            for m, (ax, i, j, k, sg) in enumerate(body.faces):
+                if sg == 0:
+                    v[ax][i, j, k] = G[m] * scale[step]
         div = []
         for ax in range(3):
             dn = [slice(1, -1)] * 3
@@ -61,6 +65,8 @@ def _reference(grid, dt, body, G, scale, src_cell, src_inc, recv, n_steps):
             p[I] -= pc * psc[ax][I]
         if body is not None:
             for m, (ax, i, j, k, sg) in enumerate(body.faces):
+                if sg == 0:
+                    continue
                 vb = G[m] * scale[step]
                 d = vb - v[ax][i, j, k]
                 v[ax][i, j, k] = vb
@@ -84,10 +90,18 @@ def _reference(grid, dt, body, G, scale, src_cell, src_inc, recv, n_steps):
     return p, out
 
 
+def _plate_walls(g):
+    """Wall faces of a slanted zero-thickness plate beside the ellipsoid (crossing x, y and z faces)."""
+    V = np.array([[0.0072, -0.004, -0.004], [0.0088, -0.004, 0.003], [0.0080, 0.004, 0.004], [0.0070, 0.003, -0.003]])
+    F = np.array([[0, 1, 2], [0, 2, 3]])
+    return thin_walls(V, F, *(g.cell_centres(a)[1:-1] for a in range(3)), open_surface=True)
+
+
 def _setup(threads=2, block=4, dtype=np.float64, npml=5):
     g = centred_grid(0.012, 1e-3, npml=npml)
     s = FDTDSolver(g, C, RHO, dtype=dtype, threads=threads, block_steps=block)
-    body = voxelize(g, _ellipsoid)
+    body = voxelize(g, _ellipsoid, _plate_walls(g))
+    assert {0, 1, 2} <= set(body.faces[body.faces[:, 4] == 0, 0])       # walls along every axis
     s.set_body(body)
     rng = np.random.default_rng(1)
     recv = rng.uniform(-0.0105, 0.0105, (12, 3))

@@ -518,10 +518,11 @@ def modal_models(scene, progress=QUIET) -> dict:
 
 #: what ``[scene] quality = "preview"`` (``impactsound render --preview``) changes, for a first listen in seconds:
 #: the FEM mesh's default edge times ``edge_factor`` (about 8x fewer tets), the FDTD radiation at ``ppw`` cells per
-#: wavelength and ``thickness_cells`` across the thickness (cost ~ thickness_cells^4), proxy acceleration noise
+#: wavelength, ``thickness_cells`` across the thickness (cost ~ thickness_cells^4) and ``thin_wall_cells`` across a
+#: thin object's middle extent, proxy acceleration noise
 #: (no own PAN precompute), no ground sound. Measured against the default on a cup, a coin and a block: docs/
 #: scene-format.md ("quality").
-PREVIEW = {"edge_factor": 2.0, "ppw": 6.0, "thickness_cells": 2.0}
+PREVIEW = {"edge_factor": 2.0, "ppw": 6.0, "thickness_cells": 2.0, "thin_wall_cells": 20.0}
 
 
 def fdtd_settings(scene=None, air=None):
@@ -531,7 +532,8 @@ def fdtd_settings(scene=None, air=None):
     air = air or (scene.air if scene is not None else Air())
     if scene is not None and getattr(scene, "quality", "default") == "preview":
         return FDTDTransferSettings(c=air.c, rho=air.rho, ppw=PREVIEW["ppw"],
-                                    thickness_cells=PREVIEW["thickness_cells"])
+                                    thickness_cells=PREVIEW["thickness_cells"],
+                                    thin_wall_cells=PREVIEW["thin_wall_cells"])
     return FDTDTransferSettings(c=air.c, rho=air.rho)
 
 
@@ -615,7 +617,8 @@ def _load_or_solve_transfer(model, method, path, air, max_modes, progress, name,
             v, f, _ = model_surface(model)
             pl = plan(v, f, model.frequencies_hz, settings)
             with progress.stage(f"FDTD transfer of {name} ({model.n_modes} modes, {len(pl.groups)} runs, "
-                                f"grid {'x'.join(map(str, pl.grid.shape))})") as update:
+                                f"grid {'x'.join(map(str, pl.grid.shape))}"
+                                f"{', thin walls as screens' if pl.thin else ''})") as update:
                 run_fdtd_transfer(model, settings, out=path, progress=update)
         tm = TransferModel.load(path, model)
         return tm, f"fdtd_ffat (FFAT maps from FDTD, all {tm.n_modes} modes)"

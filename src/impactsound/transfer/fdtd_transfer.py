@@ -16,7 +16,13 @@ Per object (body frame, centre of mass at the origin; e^{-i w t} throughout):
    enlarged in 10 % steps if the grid would exceed ``max_cells`` (then a :class:`TransferCapWarning`); the grid
    is shifted by the sub-cell offset that best keeps the body's volume and second moments
    (:func:`best_grid_offset`); the voxelized body (wave/voxel.py), a closed box surface Gamma a few cells
-   outside it, air, then the absorbing layer.
+   outside it, air, then the absorbing layer. A thin object (``thin_walls``: thinner than two cells at the cell
+   size its modes and ``thin_wall_cells`` across its middle extent ask for, where that is cheaper) is not
+   resolved through its thickness: its walls become wall faces, rigid screens between air cells that move with
+   the wall (wave/voxel.py, "Thin walls"), so a 1.5 mm steel cup's grid follows its modes (1.7 mm cells at
+   20 kHz) instead of a third of its wall (0.5 mm; ~100x the cell updates). Measured against Lamb's rigid disk
+   and the dipole-layer BEM of a cup's mid-surface: tests/unit/test_fdtd_thin_walls.py,
+   bench/bench_thin_wall_radiation.py.
 2. Groups: modes are split into groups whose frequencies differ by at least ``separation_hz`` (greedy, in
    frequency order), so degenerate pairs land in different runs. One FDTD run per group.
 3. Drive: body face f (axis a) moves with velocity sum_j (u_j(x_f) . e_a) dq_j/dt, q_j(t) = w(t) cos(w_j t),
@@ -73,6 +79,14 @@ class FDTDTransferSettings:
         Cells across the object's thickness 2 V / A at least. The staircase's error grows as the walls get fewer
         cells: a 12 x 2 x 1 cm aluminium bar's four modes to 9.6 kHz against the BEM, rms at 1 m, at most 1.2 dB
         at 3, the default, chosen for speed; cost ~ thickness_cells^4.
+    thin_walls : bool, optional
+        An object thinner than two cells (2 V / A, at the cell size its modes and ``thin_wall_cells`` ask for)
+        has its walls as rigid screens of wall faces on the grid (wave/voxel.py, "Thin walls") where that is
+        cheaper than resolving its thickness by ``thickness_cells``: its cost then follows its size and modes,
+        not 1 / thickness^4. False: the thickness is always resolved.
+    thin_wall_cells : float, optional
+        Cells across a thin object's middle extent (its bounding box's second side) at least: the screen's edges
+        make its dipole radiation ~3 h / a too loud (a its half-size), so 40 keeps a disk's within ~1 dB.
     separation_hz : float, optional
         Least frequency gap between modes that share a run [Hz].
     window_cycles : float, optional
@@ -100,6 +114,8 @@ class FDTDTransferSettings:
 
     ppw: float = 10.0
     thickness_cells: float = 3.0
+    thin_walls: bool = True
+    thin_wall_cells: float = 40.0
     separation_hz: float = 150.0
     window_cycles: float = 1.5
     ramp_cycles: float = 3.0
@@ -240,6 +256,8 @@ class Plan:
         Time step [s] (0.99 of the Courant limit).
     capped : bool
         The cell size was enlarged to fit ``max_cells`` (less accurate).
+    thin : bool
+        The object is thinner than two cells: its walls are wall faces (``thin_walls``), not resolved cells.
     """
 
     h: float                 # cell size [m]
@@ -250,6 +268,7 @@ class Plan:
     ramps: list              # drive ramp per run [s]
     dt: float                # time step [s]
     capped: bool             # the cell size was enlarged to fit max_cells (less accurate)
+    thin: bool = False       # thinner than two cells: walls are wall faces
 
     @property
     def cell_updates(self) -> float:
@@ -282,11 +301,20 @@ def plan(vertices, faces, freqs_hz, settings: FDTDTransferSettings, offset=None)
     size = float((hi - lo).max())
     h = s.c / (float(np.max(freqs_hz)) * s.ppw)
     # resolve the object itself, whatever its modes: its size, and its thickness (2 V / A is the thickness of a
-    # plate or shell, the diameter / 3 of a sphere) by >= 3 cells
+    # plate or shell, the diameter / 3 of a sphere) by >= 3 cells, unless it is thinner than two cells: then its
+    # walls are screens of wall faces (thin_walls), and resolving them would cost (cells / thickness)^4
     tri = vertices[faces]
     area = 0.5 * np.linalg.norm(np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0]), axis=1).sum()
     vol = abs(np.einsum("ij,ij->i", tri[:, 0], np.cross(tri[:, 1], tri[:, 2])).sum()) / 6.0
-    h = min(h, size / 8.0, 2.0 * vol / max(area, 1e-300) / s.thickness_cells)
+    thickness = 2.0 * vol / max(area, 1e-300)
+    h_thick = min(h, size / 8.0, thickness / s.thickness_cells)
+    # a thin object as screens: its edges need cells across its smaller extent (a rigid disk's dipole on wall faces
+    # comes out 1 + ~3 h / a too loud, a = its radius: tests/unit/test_fdtd_thin_walls.py), where resolving its
+    # thickness would cost more
+    mid = float(np.sort(hi - lo)[1])
+    h_thin = min(h, size / 8.0, mid / s.thin_wall_cells)
+    thin = bool(s.thin_walls and thickness < 2.0 * h_thin and h_thin > h_thick)
+    h = h_thin if thin else h_thick
     capped = False
     while True:
         margin = (s.box_gap + 1) * h + max(s.pml_gap * h, 0.2 * size)
@@ -308,7 +336,7 @@ def plan(vertices, faces, freqs_hz, settings: FDTDTransferSettings, offset=None)
         fit_start.append(int(math.ceil(start / dt)))
         ramps.append(ramp)
     return Plan(h=h, grid=grid, groups=groups, n_steps=n_steps, fit_start=fit_start, ramps=ramps, dt=dt,
-                capped=capped)
+                capped=capped, thin=thin)
 
 
 def best_grid_offset(grid, vertices, faces, fractions=(0.0, 0.25, 0.5, 0.75)) -> np.ndarray:
@@ -482,8 +510,7 @@ def solve_box_fields(model, settings: FDTDTransferSettings = FDTDTransferSetting
         On invalid settings, a model without modes, an open surface or a body thinner than one cell.
     """
     from ..wave.fdtd import FDTDSolver
-    from ..wave.voxel import voxelize
-    from ..wave.voxel import inside_grid
+    from ..wave.voxel import inside_grid, thin_walls, voxelize
     from .precompute import model_surface
     settings.check()
     v, f, shapes = model_surface(model)
@@ -492,7 +519,8 @@ def solve_box_fields(model, settings: FDTDTransferSettings = FDTDTransferSetting
     if m == 0:
         raise InputError("FDTD transfer: the modal model has no elastic modes to radiate")
     pl = plan(v, f, freqs, settings, offset)
-    if offset is None:
+    if offset is None and not pl.thin:
+        # (a thin object's walls are wall faces wherever they lie: no staircase volume to keep)
         pl.grid.origin = pl.grid.origin + best_grid_offset(pl.grid, v, f) * pl.h
 
     class _Inside:
@@ -506,11 +534,16 @@ def solve_box_fields(model, settings: FDTDTransferSettings = FDTDTransferSetting
         def __call__(self, pts):                                # (voxelize uses grid_solid)
             raise NotImplementedError
 
-    body = voxelize(pl.grid, _Inside())
+    walls = None
+    if pl.thin:
+        xs, ys, zs = (pl.grid.cell_centres(a)[1:-1] for a in range(3))
+        walls = thin_walls(v, f, xs, ys, zs)
+    body = voxelize(pl.grid, _Inside(), walls)
     if not len(body.faces):
         raise InputError(f"FDTD transfer: the object is thinner than one grid cell ({pl.h:.3g} m) everywhere; "
-                         "use transfer = \"ffat\" (BEM) for it")
-    solid_idx = np.concatenate([body.solid, body.faces[:, 1:4]])
+                         "use transfer = \"ffat\" (BEM) for it, or thin_walls = True")
+    upper = body.faces[:, 1:4] + np.eye(3, dtype=np.int64)[body.faces[:, 0]]
+    solid_idx = np.concatenate([body.solid, body.faces[:, 1:4], upper])
     inner, outer, centres, normals, area = kirchhoff_box(pl.grid, solid_idx, settings.box_gap)
     pts = np.concatenate([_cell_centres(pl.grid, inner), _cell_centres(pl.grid, outer)])
     nf = len(inner)
@@ -675,7 +708,7 @@ def run_fdtd_transfer(model, settings: FDTDTransferSettings = FDTDTransferSettin
             "shell_radii": radii.tolist(), "settings": asdict(settings), "method": "fdtd",
             "code_version": CODE_VERSION, "cell_size": pl.h, "grid": list(pl.grid.shape),
             "groups": [list(map(int, g)) for g in pl.groups], "steps": [int(n) for n in pl.n_steps],
-            "cell_updates": pl.cell_updates, "capped": bool(pl.capped),
+            "cell_updates": pl.cell_updates, "capped": bool(pl.capped), "thin_walls": bool(pl.thin),
             "convention": "e^{-i w t}; p per unit modal amplitude q_j",
             "units": {"k": "1/m", "psi": "Pa per unit q (1/sqrt(kg) shapes)", "r_bar": "m", "cell_size": "m"}}
     asset = Asset(kind=KIND, kind_version=KIND_VERSION, arrays=arrays, meta=meta,

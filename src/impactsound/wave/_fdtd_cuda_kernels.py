@@ -85,9 +85,23 @@ def _pressure(p, vx, vy, vz, cp, pcoef, xcm, xca, xcb, xcpsi, ycm, yca, ycb, ycp
     p[i, j, k] = pv
 
 @cuda.jit
-def _body(p, vx, vy, vz, cp, bface, vb):
-    m = cuda.grid(1)
+def _walls(vx, vy, vz, bface, vb, first):
+    # wall faces (air on both sides; entries first.. of bface) take the wall's velocity before any cell reads them
+    m = first + cuda.grid(1)
     if m >= bface.shape[0]:
+        return
+    ax = bface[m, 0]
+    if ax == 0:
+        vx[bface[m, 1], bface[m, 2], bface[m, 3]] = vb[m]
+    elif ax == 1:
+        vy[bface[m, 1], bface[m, 2], bface[m, 3]] = vb[m]
+    else:
+        vz[bface[m, 1], bface[m, 2], bface[m, 3]] = vb[m]
+
+@cuda.jit
+def _body(p, vx, vy, vz, cp, bface, vb, n_one_sided):
+    m = cuda.grid(1)
+    if m >= n_one_sided:
         return
     ax = bface[m, 0]
     fi = bface[m, 1]

@@ -21,6 +21,9 @@ velocity loops, then the pressure loop, so the inner loops vectorise), with ever
 - Body faces whose air cell is in the plane: the pass updated them as if in air; they are reset to the body's
   velocity and the air cell's pressure is corrected by the difference (p is linear in each face velocity, so
   this is exact); then the solid cells next to the surface are cleared.
+- Wall faces (a wall thinner than a cell, between two air cells: wave/voxel.py, "Thin walls"): set to the wall's
+  velocity in the row where the pass computes them, before either neighbouring cell reads them, so both cells
+  see the wall and the result stays independent of the schedule.
 - Point sources, and the receivers' share of the plane (trilinear interpolation split into two planes).
 
 Temporal blocking (``_sweep``): a wavefront advances plane i to level s right after plane i+1 reached level s-1, so
@@ -107,6 +110,8 @@ def _plane(F, X, Y, Z, B, R, i, lev, do_face, do_cell):
     nz = p.shape[2] - 2
     mxf = xfm[i]
     mxc = xcm[i]
+    bface, vbl, wptr = B[1], B[2], B[7]
+    w0 = i * (ny + 2)
     u = np.uint64                      # z layer: faces 1..zf0 are m = k - 1, faces zf1..nz are m = zf0 + k - zf1
     for j in range(1, ny + 1):
         if do_face:
@@ -121,6 +126,10 @@ def _plane(F, X, Y, Z, B, R, i, lev, do_face, do_cell):
                     s = b * xfpsi[mxf, j, k] + a * d
                     xfpsi[mxf, j, k] = s
                     vx[i, j, k] = (vx[i, j, k] - cv * d) - vcoef * s
+            # wall faces (air on both sides) take the wall's velocity before either cell reads them
+            for m in range(wptr[w0 + j], wptr[w0 + j + 1]):
+                if bface[m, 0] == 0:
+                    vx[i, j, bface[m, 3]] = vbl[lev, m]
         if do_cell:
             myf = yfm[j]
             if myf < 0:
@@ -149,6 +158,11 @@ def _plane(F, X, Y, Z, B, R, i, lev, do_face, do_cell):
                 s = zfb[m] * zfpsi[i, j, m] + zfa[m] * (p[i, j, k + u(1)] - p[i, j, k])
                 zfpsi[i, j, m] = s
                 vz[i, j, k] -= vcoef * s
+            for m in range(wptr[w0 + j], wptr[w0 + j + 1]):
+                if bface[m, 0] == 1:
+                    vy[i, j, bface[m, 3]] = vbl[lev, m]
+                elif bface[m, 0] == 2:
+                    vz[i, j, bface[m, 3]] = vbl[lev, m]
             for k in range(1, nz + 1):
                 p[i, j, k] -= cp * ((vx[i, j, k] - vx[i - 1, j, k]) + (vy[i, j, k] - vy[i, j - 1, k])
                                     + (vz[i, j, k] - vz[i, j, k - 1]))
@@ -182,7 +196,7 @@ def _plane(F, X, Y, Z, B, R, i, lev, do_face, do_cell):
         return
     # body faces whose air cell is in this plane: reset to the body velocity, correct the air cell (exact: p is
     # linear in each face velocity), then clear the solid cells next to the surface
-    bptr, bface, vbl, sptr, solid, scell, sval = B
+    bptr, bface, vbl, sptr, solid, scell, sval, wptr = B
     for m in range(bptr[i], bptr[i + 1]):
         ax = bface[m, 0]
         fi = bface[m, 1]
@@ -563,6 +577,8 @@ class FDTDSolver:
         self._bperm = np.zeros(0, np.int64)
         self._bptr = np.zeros(nx + 3, np.int64)
         self._bface = np.zeros((0, 5), np.int64)
+        self._wptr = np.zeros((nx + 2) * (ny + 2) + 1, np.int64)
+        self._n_one_sided = 0
         self._sptr = np.zeros(nx + 3, np.int64)
         self._solid = np.zeros((0, 3), np.int64)
         self._recv_idx = np.zeros((0, 3), np.int64)
@@ -589,12 +605,21 @@ class FDTDSolver:
         self._sync()
         self.body = body
         self.vb = np.zeros(len(body.faces), np.float64)
-        nx = self.grid.shape[0]
+        nx, ny = self.grid.shape[:2]
         f = body.faces
-        air_plane = f[:, 1] + ((f[:, 0] == 0) & (f[:, 4] < 0))     # plane of the air cell each face drives
-        self._bperm = np.argsort(air_plane, kind="stable")
+        # one-sided faces (solid on one side) first, by the plane of the air cell each drives (corrected after the
+        # plane's cells); then wall faces (sign 0), by the plane and row where the sweep computes them (reset
+        # before the cells read them)
+        one = np.flatnonzero(f[:, 4] != 0)
+        wall = np.flatnonzero(f[:, 4] == 0)
+        air_plane = f[one, 1] + ((f[one, 0] == 0) & (f[one, 4] < 0))
+        wkey = f[wall, 1] * (ny + 2) + f[wall, 2]
+        o1, o2 = np.argsort(air_plane, kind="stable"), np.argsort(wkey, kind="stable")
+        self._bperm = np.concatenate([one[o1], wall[o2]]).astype(np.int64)
         self._bface = np.ascontiguousarray(f[self._bperm])
-        self._bptr = np.searchsorted(air_plane[self._bperm], np.arange(nx + 3)).astype(np.int64)
+        self._n_one_sided = len(one)
+        self._bptr = np.searchsorted(air_plane[o1], np.arange(nx + 3)).astype(np.int64)
+        self._wptr = (len(one) + np.searchsorted(wkey[o2], np.arange((nx + 2) * (ny + 2) + 1))).astype(np.int64)
         sol = body.solid[np.argsort(body.solid[:, 0], kind="stable")]
         self._solid = np.ascontiguousarray(sol, dtype=np.int64)
         self._sptr = np.searchsorted(sol[:, 0], np.arange(nx + 3)).astype(np.int64)
@@ -675,7 +700,7 @@ class FDTDSolver:
             return
         F = (self.p, self.v[0], self.v[1], self.v[2], self.cv, self.cp, self.cv * self.dtype.type(self.grid.dx),
              self.cp * self.dtype.type(self.grid.dx))
-        B = (self._bptr, self._bface, vbl, self._sptr, self._solid, scell, sval)
+        B = (self._bptr, self._bface, vbl, self._sptr, self._solid, scell, sval, self._wptr)
         R = (self._rptr, self._rslot, self._rjk, self._rw, out)
         args = (F, self._X, self._Y, self._Z, B, R)
         bnd, T = self._slabs(T)

@@ -5,7 +5,8 @@ The CPU kernel advances plane by plane in a wavefront (temporal blocking for a m
 a GPU has the bandwidth to take the textbook order instead, which is the same leapfrog (Chadwick, Zheng & James
 2012, sec. 5; Yee staggering, CPML of Roden & Gedney 2000):
 
-1. every face velocity from p^n (``_velocity``: interior update, then the CPML memory terms of its layers);
+1. every face velocity from p^n (``_velocity``: interior update, then the CPML memory terms of its layers), then
+   wall faces (a thin wall between two air cells) set to the wall's velocity (``_walls``) before any cell reads them;
 2. every cell pressure from v^{n+1/2} (``_pressure``: interior, then the x, y and z layer terms);
 3. body faces reset to the body's velocity, their air cell corrected by the difference (``_body``; exact, p is
    linear in each face velocity; atomic adds where two faces drive one cell), then the solid cells next to the
@@ -78,7 +79,7 @@ def fdtd_gpu_problem(timeout: float = 300.0) -> str | None:
 def _kernels():
     """The kernels (compiled on first launch)."""
     from . import _fdtd_cuda_kernels as k
-    return {"velocity": k._velocity, "pressure": k._pressure, "body": k._body, "solid": k._solid,
+    return {"velocity": k._velocity, "pressure": k._pressure, "body": k._body, "walls": k._walls, "solid": k._solid,
             "sources": k._sources, "receivers": k._receivers}
 
 
@@ -126,13 +127,17 @@ class CudaState:
         sval_d = cuda.to_device(np.ascontiguousarray(sval, s.dtype)) if ns else None
         out = cuda.device_array((T, max(nr, 1)), np.float64)
         nsol = int(self.solid.shape[0])
+        n1 = int(s._n_one_sided)
+        nw = nb_ - n1
         for t in range(T):
             K["velocity"][self.grid3, self.BLOCK3](self.p, vx, vy, vz, cv, vcoef, X[0], X[1], X[2], X[3], Y[0],
                                                    Y[1], Y[2], Y[3], Z[0], Z[1], Z[2], Z[3], Z[4])
+            if nw:
+                K["walls"][math.ceil(nw / 128), 128](vx, vy, vz, self.bface, vbl_d[t], n1)
             K["pressure"][self.grid3, self.BLOCK3](self.p, vx, vy, vz, cp, pcoef, X[4], X[5], X[6], X[7], Y[4],
                                                    Y[5], Y[6], Y[7], Z[5], Z[6], Z[7], Z[8], Z[9])
-            if nb_:
-                K["body"][math.ceil(nb_ / 128), 128](self.p, vx, vy, vz, cp, self.bface, vbl_d[t])
+            if n1:
+                K["body"][math.ceil(n1 / 128), 128](self.p, vx, vy, vz, cp, self.bface, vbl_d[t], n1)
             if nsol:
                 K["solid"][math.ceil(nsol / 128), 128](self.p, self.solid)
             if ns:
