@@ -47,11 +47,14 @@ class ShellSpec(BaseModel):
         "(Chadwick, An & James 2009), whose stiffening is mostly membrane locking (13x too stiff on a free disk)")
     derivatives: int = Field(default=10, ge=1, le=40, description="with basis = \"manifold\": modal "
                              "derivatives of every pair among the lowest k kept modes (k (k + 1) / 2 of them)")
-    radiation: Literal["screen", "ffat", "low_order"] | None = Field(
+    radiation: Literal["screen", "ffat", "fdtd", "low_order"] | None = Field(
         default=None, description="screen: BEM of the open mid-surface as a vibrating screen (the default for "
         "open shells); ffat: FFAT maps of BEM solves on the thickened surface (open) or on the surface itself "
-        "(closed; the default for closed shells), slow; low_order: a simple-source surface sum per mode (rough: "
-        "measured -12 to +45 dB off the BEM per mode, the lowest, short-circuited modes too loud)")
+        "(closed; the default for closed shells), slow; fdtd: FFAT maps of FDTD solves with the mid-surface as a "
+        "zero-thickness wall on the grid, every mode to the top one whatever the triangle count (the BEMs' budget "
+        "caps them near k x edge = 1: ~1.7 kHz on a 50 cm cymbal), minutes for a large shell; low_order: a "
+        "simple-source surface sum per mode (rough: measured -12 to +45 dB off the BEM per mode, the lowest, "
+        "short-circuited modes too loud)")
     radiation_faces: int = Field(default=2000, ge=50, description="largest triangle count of the dense "
                                  "radiation solve (ffat: 3000 thickened unless set); built-in shapes are rebuilt "
                                  "coarser to fit it")

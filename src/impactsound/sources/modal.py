@@ -518,11 +518,11 @@ def modal_models(scene, progress=QUIET) -> dict:
 
 #: what ``[scene] quality = "preview"`` (``impactsound render --preview``) changes, for a first listen in seconds:
 #: the FEM mesh's default edge times ``edge_factor`` (about 8x fewer tets), the FDTD radiation at ``ppw`` cells per
-#: wavelength, ``thickness_cells`` across the thickness (cost ~ thickness_cells^4) and ``thin_wall_cells`` across a
-#: thin object's middle extent, proxy acceleration noise
+#: wavelength and ``thickness_cells`` across the thickness (cost ~ thickness_cells^4; a thin object radiated with its
+#: walls as screens keeps the default 40 cells across: 20 made a 4 cm glass cup 3 dB too loud), proxy acceleration noise
 #: (no own PAN precompute), no ground sound. Measured against the default on a cup, a coin and a block: docs/
 #: scene-format.md ("quality").
-PREVIEW = {"edge_factor": 2.0, "ppw": 6.0, "thickness_cells": 2.0, "thin_wall_cells": 20.0}
+PREVIEW = {"edge_factor": 2.0, "ppw": 6.0, "thickness_cells": 2.0}
 
 
 def fdtd_settings(scene=None, air=None):
@@ -532,8 +532,7 @@ def fdtd_settings(scene=None, air=None):
     air = air or (scene.air if scene is not None else Air())
     if scene is not None and getattr(scene, "quality", "default") == "preview":
         return FDTDTransferSettings(c=air.c, rho=air.rho, ppw=PREVIEW["ppw"],
-                                    thickness_cells=PREVIEW["thickness_cells"],
-                                    thin_wall_cells=PREVIEW["thin_wall_cells"])
+                                    thickness_cells=PREVIEW["thickness_cells"])
     return FDTDTransferSettings(c=air.c, rho=air.rho)
 
 

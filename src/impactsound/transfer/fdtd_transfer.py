@@ -276,13 +276,14 @@ class Plan:
         return float(self.grid.n_cells) * float(sum(self.n_steps))
 
 
-def plan(vertices, faces, freqs_hz, settings: FDTDTransferSettings, offset=None) -> Plan:
+def plan(vertices, faces, freqs_hz, settings: FDTDTransferSettings, offset=None, *,
+         open_surface: bool = False) -> Plan:
     """Cell size, grid and per-group step counts of a transfer solve (module docstring, steps 1-2).
 
     Parameters
     ----------
     vertices : ndarray, shape (nv, 3)
-        Closed body-frame surface [m].
+        Closed body-frame surface [m] (or a zero-thickness surface with ``open_surface``).
     faces : ndarray, shape (nf, 3)
         Its triangles.
     freqs_hz : array_like, shape (m,)
@@ -290,6 +291,8 @@ def plan(vertices, faces, freqs_hz, settings: FDTDTransferSettings, offset=None)
     settings : FDTDTransferSettings
     offset : array_like, shape (3,), optional
         Sub-cell grid shift, in cells (default none).
+    open_surface : bool, optional
+        The surface is a shell's mid-surface (open or closed, zero thickness): always wall faces.
 
     Returns
     -------
@@ -305,7 +308,7 @@ def plan(vertices, faces, freqs_hz, settings: FDTDTransferSettings, offset=None)
     # walls are screens of wall faces (thin_walls), and resolving them would cost (cells / thickness)^4
     tri = vertices[faces]
     area = 0.5 * np.linalg.norm(np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0]), axis=1).sum()
-    vol = abs(np.einsum("ij,ij->i", tri[:, 0], np.cross(tri[:, 1], tri[:, 2])).sum()) / 6.0
+    vol = 0.0 if open_surface else abs(np.einsum("ij,ij->i", tri[:, 0], np.cross(tri[:, 1], tri[:, 2])).sum()) / 6
     thickness = 2.0 * vol / max(area, 1e-300)
     h_thick = min(h, size / 8.0, thickness / s.thickness_cells)
     # a thin object as screens: its edges need cells across its smaller extent (a rigid disk's dipole on wall faces
@@ -313,7 +316,7 @@ def plan(vertices, faces, freqs_hz, settings: FDTDTransferSettings, offset=None)
     # thickness would cost more
     mid = float(np.sort(hi - lo)[1])
     h_thin = min(h, size / 8.0, mid / s.thin_wall_cells)
-    thin = bool(s.thin_walls and thickness < 2.0 * h_thin and h_thin > h_thick)
+    thin = bool(open_surface or (s.thin_walls and thickness < 2.0 * h_thin and h_thin > h_thick))
     h = h_thin if thin else h_thick
     capped = False
     while True:
@@ -518,7 +521,8 @@ def solve_box_fields(model, settings: FDTDTransferSettings = FDTDTransferSetting
     m = len(freqs)
     if m == 0:
         raise InputError("FDTD transfer: the modal model has no elastic modes to radiate")
-    pl = plan(v, f, freqs, settings, offset)
+    open_surface = bool(getattr(model, "open_surface", False))
+    pl = plan(v, f, freqs, settings, offset, open_surface=open_surface)
     if offset is None and not pl.thin:
         # (a thin object's walls are wall faces wherever they lie: no staircase volume to keep)
         pl.grid.origin = pl.grid.origin + best_grid_offset(pl.grid, v, f) * pl.h
@@ -537,8 +541,8 @@ def solve_box_fields(model, settings: FDTDTransferSettings = FDTDTransferSetting
     walls = None
     if pl.thin:
         xs, ys, zs = (pl.grid.cell_centres(a)[1:-1] for a in range(3))
-        walls = thin_walls(v, f, xs, ys, zs)
-    body = voxelize(pl.grid, _Inside(), walls)
+        walls = thin_walls(v, f, xs, ys, zs, open_surface=open_surface)
+    body = voxelize(pl.grid, None if open_surface else _Inside(), walls)
     if not len(body.faces):
         raise InputError(f"FDTD transfer: the object is thinner than one grid cell ({pl.h:.3g} m) everywhere; "
                          "use transfer = \"ffat\" (BEM) for it, or thin_walls = True")

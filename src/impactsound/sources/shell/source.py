@@ -92,6 +92,12 @@ def radiation_model(setup, U, omega, air, progress=QUIET):
         raise InputError(f"shell {setup.source}: radiation = \"screen\" needs an open surface (air on both faces "
                          "of the wall); this mid-surface is closed: use radiation = \"ffat\" (the default for "
                          "closed shells) or \"low_order\"")
+    if kind == "fdtd":
+        from .fdtd import shell_fdtd_transfer
+        st = shell_fdtd_transfer(setup.vertices, setup.faces, U, omega, air=air, progress=progress,
+                                 name=setup.source)
+        return st, kind, {"fdtd_asset": st.info["path"], "fdtd_cell_m": st.info["cell_size"],
+                          "radiation_cached": bool(st.info["cached"])}
     max_faces = int(spec.radiation_faces)
     if kind == "screen":
         from .screen import screen_radiator
