@@ -32,6 +32,9 @@ def _fresh_impactsound_logger():
 #: on one worker and the compile is paid once per run, not once per worker.
 _BEMPP_FILES = ("test_bem.py", "test_bem_fallback.py", "test_transfer_cli.py", "test_shell_ffat.py",
                 "test_shell_screen.py")
+#: test files that render shells: the shell render kernels are compiled per process (not cacheable: they call a
+#: parallel kernel, sources/shell/_render_kernel.py), ~15-20 s each time, so these run on one worker too
+_SHELL_RENDER_FILES = ("test_shell_source.py",)
 
 
 class _BemppGroup:
@@ -47,7 +50,10 @@ class _BemppGroup:
 
         class _Groups(LoadScopeScheduling):
             def _split_scope(self, nodeid):
-                return "bempp" if nodeid.split("::")[0].rsplit("/", 1)[-1] in _BEMPP_FILES else nodeid
+                name = nodeid.split("::")[0].rsplit("/", 1)[-1]
+                if name in _BEMPP_FILES:
+                    return "bempp"
+                return "shell-render" if name in _SHELL_RENDER_FILES else nodeid
 
         return _Groups(config, log)
 

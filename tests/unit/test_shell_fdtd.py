@@ -22,7 +22,7 @@ def test_fdtd_shell_radiation_matches_the_screen_bem(tmp_path, monkeypatch):
     from impactsound.sources.shell.screen import screen_radiator
     monkeypatch.setenv("IMPACTSOUND_CACHE", str(tmp_path))
     a = 0.05
-    V, F = _disk(a)
+    V, F = _disk(a, rings=12, sections=64)
     x, y = V[:, 0], V[:, 1]
     one, zero = np.ones(len(V)), np.zeros(len(V))
     U = np.stack([np.c_[zero, zero, one], np.c_[zero, zero, x / a], np.c_[zero, zero, 1 - (x**2 + y**2) / a**2]],

@@ -236,8 +236,9 @@ def voxelize(grid: Grid, inside, walls=None) -> BodyBoundary:
 
     If ``inside`` also has ``grid_solid(xs, ys, zs) -> bool (nx, ny, nz)`` (e.g. a mesh through
     :func:`inside_grid`), that structured query is used instead of one point query per cell. ``walls``, the
-    (wx, wy, wz) of :func:`thin_walls` on the grid's interior cell centres, adds the wall faces between air cells
-    (sign 0); ``inside`` may then be ``None`` (a zero-thickness surface: walls only).
+    (wx, wy, wz) of :func:`thin_walls` on the grid's interior cell centres (or, when not given, what ``inside``'s
+    ``grid_walls(xs, ys, zs)`` returns, if it has one), adds the wall faces between air cells (sign 0); ``inside``
+    may be ``None`` (a zero-thickness surface: walls only).
 
     Parameters
     ----------
@@ -259,6 +260,8 @@ def voxelize(grid: Grid, inside, walls=None) -> BodyBoundary:
     nx, ny, nz = grid.shape
     xs, ys, zs = (grid.cell_centres(a) for a in range(3))
     solid = np.zeros((nx + 2, ny + 2, nz + 2), dtype=bool)
+    if walls is None and hasattr(inside, "grid_walls"):
+        walls = inside.grid_walls(xs[1:-1], ys[1:-1], zs[1:-1])
     if inside is None:
         pass
     elif hasattr(inside, "grid_solid"):
