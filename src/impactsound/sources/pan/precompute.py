@@ -7,7 +7,7 @@ Chadwick, Zheng & James 2012, "Precomputed Acceleration Noise for Improved Rigid
 3. grid spacing from the pulse's bandwidth (>= 10 cells per wavelength at 1/(2h); solve.py); run length
    adaptive (below);
 4. six independent FDTD tasks driven by z_i(t) = psi(t - 2h; h), each checkpointed (rerun = resume); a body
-   thinner than two cells (2 V / A, :func:`thin_body`) has its walls as wall faces (wave/voxel.py, "Thin
+   thinner than a cell (2 V / A, :func:`thin_body`) has its walls as wall faces (wave/voxel.py, "Thin
    walls"), else a wall between cell centres would leave holes: a 0.2 mm steel shell of 1 cm radius on 1.24 mm
    cells radiated 94 % below the exact sphere without them, within 7 % with them (tests/validation/
    test_pan_precompute.py);
@@ -227,10 +227,12 @@ def plan_pan(mesh, material: Material, *, n_theta: int = 5, n_phi: int = 10, c: 
 
 
 def thin_body(mesh, dx: float) -> bool:
-    """Whether a body is thinner than two cells of ``dx`` [m] (2 V / A, the wall thickness of a shell-like solid):
-    then its walls may fall between cell centres and leave the voxelized body full of holes, so they are wall faces
-    (wave/voxel.py, "Thin walls"); thicker bodies keep their voxelization (and their cached fields)."""
-    return bool(2.0 * abs(float(mesh.volume)) / max(float(mesh.area), 1e-300) < 2.0 * dx)
+    """Whether a body is thinner than a cell of ``dx`` [m] (2 V / A: the wall thickness of a shell-like solid, less
+    than the smallest side of a chunky one): then its walls may fall between cell centres and leave the voxelized
+    body full of holes, so they are wall faces (wave/voxel.py, "Thin walls"). A wall thicker than a cell holds a
+    cell centre on every grid line across it, so thicker bodies keep their voxelization (and their cached
+    fields)."""
+    return bool(2.0 * abs(float(mesh.volume)) / max(float(mesh.area), 1e-300) < dx)
 
 
 class MeshInside:
