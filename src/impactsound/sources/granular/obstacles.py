@@ -22,11 +22,12 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from numba import njit
 
 from ...errors import InputError
 
 #: bump when the spheres made for a mesh change (part of the cache key of a simulated pour)
-OBSTACLES_VERSION = 1
+OBSTACLES_VERSION = 2                   # 2: surface samples compiled (same points to ~1e-17 m)
 #: target sphere radius in grain radii (thinner walls: half the local thickness)
 RATIO = 4.0
 #: largest dip of the spheres' envelope between samples, in grain radii
@@ -39,43 +40,76 @@ NEAREST = 32
 MIN_RATIO = 0.25
 
 
+@njit(cache=True)
+def _face_samples(A, B, C, nrm, faces, spacing, count_only, pts, nms, fcs):
+    """Samples of each face in ``faces`` (see :func:`_samples`): counted (count_only) or written from index 0 in
+    face order (lattice points, then each edge's points from its start corner). Returns the count."""
+    m = 0
+    for f in faces:
+        a, b, c, n = A[f], B[f], C[f], nrm[f]
+        ab = b - a
+        e1 = ab / math.sqrt(ab[0] * ab[0] + ab[1] * ab[1] + ab[2] * ab[2])
+        e2 = np.array([n[1] * e1[2] - n[2] * e1[1], n[2] * e1[0] - n[0] * e1[2], n[0] * e1[1] - n[1] * e1[0]])
+        ac = c - a
+        # 2D coordinates of the corners: (0, 0), (qb, 0), (qcx, qcy); lattice points strictly inside
+        qb = ab[0] * e1[0] + ab[1] * e1[1] + ab[2] * e1[2]
+        qcx = ac[0] * e1[0] + ac[1] * e1[1] + ac[2] * e1[2]
+        qcy = ac[0] * e2[0] + ac[1] * e2[1] + ac[2] * e2[2]
+        qx = (0.0, qb, qcx)
+        qy = (0.0, 0.0, qcy)
+        lox, hix = min(0.0, qb, qcx), max(0.0, qb, qcx)
+        loy, hiy = min(0.0, qcy), max(0.0, qcy)
+        nx = max(0, int(math.ceil((hix - (lox + 0.5 * spacing)) / spacing)))
+        ny = max(0, int(math.ceil((hiy - (loy + 0.5 * spacing)) / spacing)))
+        for ix in range(nx):
+            X = lox + 0.5 * spacing + ix * spacing
+            for iy in range(ny):
+                Y = loy + 0.5 * spacing + iy * spacing
+                inside = True
+                for i in range(3):
+                    j = (i + 1) % 3
+                    if not ((qx[j] - qx[i]) * (Y - qy[i]) - (qy[j] - qy[i]) * (X - qx[i]) > 0):
+                        inside = False
+                if inside:
+                    if not count_only:
+                        for d in range(3):
+                            pts[m, d] = a[d] + X * e1[d] + Y * e2[d]
+                            nms[m, d] = n[d]
+                        fcs[m] = f
+                    m += 1
+        for e in range(3):
+            p0 = a if e == 0 else (b if e == 1 else c)
+            p1 = b if e == 0 else (c if e == 1 else a)
+            dv = p1 - p0
+            k = max(1, int(math.ceil(math.sqrt(dv[0] * dv[0] + dv[1] * dv[1] + dv[2] * dv[2]) / spacing)))
+            for i in range(k):
+                if not count_only:
+                    t = i / k                                   # the edge's start corner, not its end
+                    for d in range(3):
+                        pts[m, d] = p0[d] + t * dv[d]
+                        nms[m, d] = n[d]
+                    fcs[m] = f
+                m += 1
+    return m
+
+
 def _samples(V, F, spacing):
     """Points on the surface about ``spacing`` [m] apart, with their face's outward unit normal and the face:
-    (points (n, 3), normals (n, 3), faces (n,)). Per triangle, a square lattice of that spacing in its own plane (the points inside it) and
-    points along its edges at that spacing (corners included), so that slivers are not oversampled and every
-    point of the surface is within about spacing / sqrt(2) of a sample of its own face."""
-    A, B, C = V[F[:, 0]], V[F[:, 1]], V[F[:, 2]]
+    (points (n, 3), normals (n, 3), faces (n,)). Per triangle, a square lattice of that spacing in its own plane
+    (the points inside it) and points along its edges at that spacing (corners included), so that slivers are not
+    oversampled and every point of the surface is within about spacing / sqrt(2) of a sample of its own face.
+    Compiled (:func:`_face_samples`): counted, then written."""
+    A, B, C = (np.ascontiguousarray(V[F[:, i]], np.float64) for i in range(3))
     nrm = np.cross(B - A, C - A)
     area2 = np.linalg.norm(nrm, axis=1)
     ok = area2 > 1e-14 * max(float(np.ptp(V, axis=0).max()), 1e-300) ** 2       # degenerate triangles: no samples
-    nrm = nrm / np.maximum(area2, 1e-300)[:, None]
-    pts, nms, fcs = [], [], []
-    for f in np.flatnonzero(ok):
-        a, b, c, n = A[f], B[f], C[f], nrm[f]
-        e1 = (b - a) / np.linalg.norm(b - a)
-        e2 = np.cross(n, e1)
-        # 2D coordinates of the corners; lattice points strictly inside
-        q = np.array([[0.0, 0.0], [(b - a) @ e1, 0.0], [(c - a) @ e1, (c - a) @ e2]])
-        lo, hi = q.min(axis=0), q.max(axis=0)
-        xs = np.arange(lo[0] + 0.5 * spacing, hi[0], spacing)
-        ys = np.arange(lo[1] + 0.5 * spacing, hi[1], spacing)
-        if len(xs) and len(ys):
-            X, Y = np.meshgrid(xs, ys, indexing="ij")
-            X, Y = X.ravel(), Y.ravel()
-            inside = np.ones(len(X), bool)
-            for i in range(3):
-                p0, p1 = q[i], q[(i + 1) % 3]
-                inside &= (p1[0] - p0[0]) * (Y - p0[1]) - (p1[1] - p0[1]) * (X - p0[0]) > 0
-            if inside.any():
-                pts.append(a + X[inside, None] * e1 + Y[inside, None] * e2)
-        for p0, p1 in ((a, b), (b, c), (c, a)):
-            k = max(1, int(np.ceil(np.linalg.norm(p1 - p0) / spacing)))
-            t = np.arange(k)[:, None] / k                      # the edge's start corner, not its end
-            pts.append(p0 + t * (p1 - p0))
-        k = sum(len(x) for x in pts) - sum(len(x) for x in nms)
-        nms.append(np.broadcast_to(n, (k, 3)))
-        fcs.append(np.full(k, f, np.int64))
-    return np.concatenate(pts), np.concatenate(nms), np.concatenate(fcs)
+    nrm = np.ascontiguousarray(nrm / np.maximum(area2, 1e-300)[:, None])
+    faces = np.flatnonzero(ok).astype(np.int64)
+    n = _face_samples(A, B, C, nrm, faces, float(spacing), True, np.empty((0, 3)), np.empty((0, 3)),
+                      np.empty(0, np.int64))
+    pts, nms, fcs = np.empty((n, 3)), np.empty((n, 3)), np.empty(n, np.int64)
+    _face_samples(A, B, C, nrm, faces, float(spacing), False, pts, nms, fcs)
+    return pts, nms, fcs
 
 
 def _closest(tris, C, reach, tree, face_of):
