@@ -519,7 +519,7 @@ def modal_models(scene, progress=QUIET) -> dict:
 #: what ``[scene] quality = "preview"`` (``impactsound render --preview``) changes, for a first listen in seconds:
 #: the FEM mesh's default edge times ``edge_factor`` (about 8x fewer tets), the FDTD radiation at ``ppw`` cells per
 #: wavelength and ``thickness_cells`` across the thickness (cost ~ thickness_cells^4; a thin object radiated with its
-#: walls as screens keeps the default 40 cells across: 20 made a 4 cm glass cup 3 dB too loud), proxy acceleration noise
+#: walls as screens keeps the default 40 cells across, whose edge error grows as the cell), proxy acceleration noise
 #: (no own PAN precompute), no ground sound. Measured against the default on a cup, a coin and a block: docs/
 #: scene-format.md ("quality").
 PREVIEW = {"edge_factor": 2.0, "ppw": 6.0, "thickness_cells": 2.0}

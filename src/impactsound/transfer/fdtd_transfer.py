@@ -490,7 +490,8 @@ def solve_box_fields(model, settings: FDTDTransferSettings = FDTDTransferSetting
     Parameters
     ----------
     model : ModalModel
-        Body-frame modal model.
+        Body-frame modal model; one with ``open_surface = True`` (a shell's mid-surface,
+        sources/shell/fdtd.py) is radiated as a zero-thickness wall.
     settings : FDTDTransferSettings, optional
     progress : callable, optional
         Called with the fraction done.

@@ -110,7 +110,7 @@ def _plane(F, X, Y, Z, B, R, i, lev, do_face, do_cell):
     nz = p.shape[2] - 2
     mxf = xfm[i]
     mxc = xcm[i]
-    bface, vbl, wptr = B[1], B[2], B[7]
+    bptr, bface, vbl, sptr, solid, scell, sval, wptr = B
     w0 = i * (ny + 2)
     u = np.uint64                      # z layer: faces 1..zf0 are m = k - 1, faces zf1..nz are m = zf0 + k - zf1
     for j in range(1, ny + 1):
@@ -196,7 +196,6 @@ def _plane(F, X, Y, Z, B, R, i, lev, do_face, do_cell):
         return
     # body faces whose air cell is in this plane: reset to the body velocity, correct the air cell (exact: p is
     # linear in each face velocity), then clear the solid cells next to the surface
-    bptr, bface, vbl, sptr, solid, scell, sval, wptr = B
     for m in range(bptr[i], bptr[i + 1]):
         ax = bface[m, 0]
         fi = bface[m, 1]

@@ -48,10 +48,6 @@ class ShellSurfaceModel:
         return int(len(self.surface_nodes))
 
     @property
-    def n_modes(self) -> int:
-        return int(len(self.frequencies_hz))
-
-    @property
     def omega(self) -> np.ndarray:
         return 2 * np.pi * np.asarray(self.frequencies_hz, np.float64)
 
@@ -66,7 +62,7 @@ def surface_model(vertices, faces, U, omega) -> ShellSurfaceModel:
     return ShellSurfaceModel(V, F, shapes, f, content_hash(CODE_VERSION, V, F, shapes, f))
 
 
-def shell_fdtd_transfer(vertices, faces, U, omega, *, air=None, settings=None, progress=None, name: str = "shell"):
+def shell_fdtd_transfer(vertices, faces, U, omega, *, air=None, settings=None, progress=None):
     """FFAT transfer of every mode of a shell from FDTD solves on its mid-surface (module docstring), from the
     cache (``fdtd-*.h5``, keyed by the surface, modes and settings) or computed (one process at a time).
 
@@ -83,8 +79,6 @@ def shell_fdtd_transfer(vertices, faces, U, omega, *, air=None, settings=None, p
         Default: the solid objects' defaults in this air.
     progress : callable, optional
         progress(fraction).
-    name : str
-        For messages.
 
     Returns
     -------

@@ -94,8 +94,7 @@ def radiation_model(setup, U, omega, air, progress=QUIET):
                          "closed shells) or \"low_order\"")
     if kind == "fdtd":
         from .fdtd import shell_fdtd_transfer
-        st = shell_fdtd_transfer(setup.vertices, setup.faces, U, omega, air=air, progress=progress,
-                                 name=setup.source)
+        st = shell_fdtd_transfer(setup.vertices, setup.faces, U, omega, air=air, progress=progress)
         return st, kind, {"fdtd_asset": st.info["path"], "fdtd_cell_m": st.info["cell_size"],
                           "radiation_cached": bool(st.info["cached"])}
     max_faces = int(spec.radiation_faces)
