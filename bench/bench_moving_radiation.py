@@ -7,7 +7,7 @@ retarded geometry and the weights of every frame (transfer/motion.py). Goal: the
 the static render of the same events. Prints times, the ratio, x real time and peak memory.
 
     .venv/bin/python bench/bench_moving_radiation.py [--seconds 5] [--modes 200] [--events 40] [--listeners 2]
-    .venv/bin/python bench/bench_moving_radiation.py --scene [SCENE.toml] [--transfer low_order|auto]
+    .venv/bin/python bench/bench_moving_radiation.py --scene [SCENE.toml] [--transfer low_order|auto] [--walk]
 
 With ``--scene`` (default: the built-in demo) it times the modal source's render of a real scene's events side by
 side instead: radiation = "follow" (every body that moved, and every resting one, through the moving renderer)
@@ -30,8 +30,9 @@ from impactsound.transfer.motion import control_hop, retarded_geometry
 C, RHO, FS = 343.2, 1.2041, 48000
 
 
-def scene_bench(path, transfer, repeat):
-    """Modal render of a scene's events, follow vs frozen (module docstring)."""
+def scene_bench(path, transfer, repeat, walk=False):
+    """Modal render of a scene's events, follow vs frozen (module docstring); with ``walk`` every listener walks
+    at 1 m/s along +x through its position over the scene (the frozen render keeps it where it starts)."""
     from impactsound.pipeline import scene_events
     from impactsound.scene import demo_scene_path, load_scene
     from impactsound.sources import modal as M
@@ -40,6 +41,11 @@ def scene_bench(path, transfer, repeat):
     p = path or demo_scene_path()
     d = tomllib.loads(open(p).read())
     d.setdefault("source", {}).setdefault("modal", {})["transfer"] = transfer
+    if walk:
+        T = float(d["scene"]["duration"])
+        for li in d["listener"]:
+            x, y, z = li.pop("position")
+            li["trajectory"] = [[0.0, x - T / 2, y, z], [T, x + T / 2, y, z]]
     from pathlib import Path
     sc = load_scene(d, base=Path(p).parent)
     ev = scene_events(sc)
@@ -60,7 +66,7 @@ def scene_bench(path, transfer, repeat):
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     moving = sum(tr.moves for tr in (getattr(ev, "motion", None) or []))
     print(f"{p}: {len(ev)} events, {len(sc.bodies)} bodies ({moving} move), {sc.duration:g} s, radiation "
-          f"{transfer}")
+          f"{transfer}{', listeners walking at 1 m/s' if walk else ''}")
     print(f"frozen modal render : {min(tz) * 1e3:8.1f} ms")
     print(f"follow modal render : {min(tf) * 1e3:8.1f} ms")
     print(f"ratio follow/frozen : {min(tf) / min(tz):.2f}  (goal <= 2)")
@@ -71,6 +77,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--scene", nargs="?", const="", default=None, help="time a scene's modal render instead")
     ap.add_argument("--transfer", default="low_order", help="radiation of the scene's objects")
+    ap.add_argument("--walk", action="store_true", help="with --scene: the listeners walk past at 1 m/s")
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--modes", type=int, default=200)
     ap.add_argument("--events", type=int, default=40)
@@ -81,7 +88,7 @@ def main():
                     "the compact model's factored weights")
     a = ap.parse_args()
     if a.scene is not None:
-        return scene_bench(a.scene or None, a.transfer, a.repeat)
+        return scene_bench(a.scene or None, a.transfer, a.repeat, a.walk)
     rng = np.random.default_rng(0)
     m, E, L, n = a.modes, a.events, a.listeners, int(a.seconds * FS)
     w = 2 * np.pi * np.sort(rng.uniform(80.0, 20000.0, m))
