@@ -35,3 +35,21 @@ def test_grid_over_budget_is_coarsened_with_a_warning():
     assert plan(m.surface_nodes, m.surface_faces, m.frequencies_hz, s).capped
     with pytest.warns(TransferCapWarning, match="max_cells"):
         run_fdtd_transfer(m, s)
+
+
+def test_air_margin_sets_the_air_outside_the_box_and_is_checked():
+    """Air between the Kirchhoff box and the absorbing layer: pml_gap cells by default, at least air_margin
+    times the object's largest side when asked (the sizes follow from the plan's own formula: body, box gap,
+    air, absorbing layer on each side)."""
+    from impactsound.errors import InputError
+    from impactsound.wave.fdtd import DEFAULT_NPML
+    box = trimesh.creation.box(extents=[0.1, 0.05, 0.03])
+    v, f = np.asarray(box.vertices), np.asarray(box.faces)
+    s = FDTDTransferSettings()
+    p0 = plan(v, f, [10000.0], s)
+    h = p0.h
+    assert p0.grid.shape[0] == int(np.ceil((0.1 + 2 * (s.box_gap + 1 + s.pml_gap) * h) / h)) + 2 * DEFAULT_NPML
+    p1 = plan(v, f, [10000.0], FDTDTransferSettings(air_margin=0.2))
+    assert p1.grid.shape[0] == int(np.ceil((0.1 + 2 * ((s.box_gap + 1) * h + 0.02)) / h)) + 2 * DEFAULT_NPML
+    with pytest.raises(InputError, match="air_margin"):
+        FDTDTransferSettings(air_margin=-0.1).check()
