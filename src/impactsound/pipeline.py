@@ -140,13 +140,14 @@ def scene_events(scene: Scene, progress: Progress = QUIET, *, allow_implausible:
         return log
     if getattr(scene, "motion", None):
         return motion_events(scene, progress)
-    from .dynamics import simulate
+    from .dynamics.cache import cached_simulate
     from .errors import InputError
     with progress.stage(f"dynamics ({len(scene.bodies)} bodies, {scene.duration:g} s)") as update:
         from .transfer.motion import CONTROL_RATE_HZ
         try:
-            return simulate(scene.bodies, scene.ground if scene.ground.enabled else None, scene.duration,
-                            scene.timestep, progress=update, motion_rate=CONTROL_RATE_HZ)
+            # cached by content hash (dynamics/cache.py): the same scene's simulation runs once
+            return cached_simulate(scene.bodies, scene.ground if scene.ground.enabled else None, scene.duration,
+                                   scene.timestep, progress=update, motion_rate=CONTROL_RATE_HZ)
         except InputError as exc:
             # the engine's checks (a body below the ground, two bodies overlapping) know the bodies, not the file
             msg = str(exc)
