@@ -15,6 +15,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Literal
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from ...errors import InputError
@@ -119,6 +120,7 @@ class ContainerPrepared:
     container: str | None
     air: object
     silent: dict
+    floor: object = None          # the floor's half-space when grains hit it (its sound: the ground model)
 
 
 def prepare_container(scene, progress=QUIET) -> ContainerPrepared:
@@ -126,30 +128,106 @@ def prepare_container(scene, progress=QUIET) -> ContainerPrepared:
     from .container import container_hits
     setup = _setup(scene, "container")
     ev = granular_events(scene, progress)
-    # walls in the table that are not scene objects (a funnel, the floor) make no sound of their own
+    # walls in the table that are not scene objects (a funnel) make no sound of their own; the floor sounds as
+    # the ground source's elastic half-space (Qu & James 2019) struck by each grain
     silent = {c: "not a scene object: its hits are silent" for c in ev.containers if c not in scene.body_names}
+    floor = _floor_half_space(scene, ev, silent)
     names = [c for c in ev.containers if c in scene.body_names]
     if setup.container is not None and setup.container not in names:
         names.insert(0, setup.container)
     bodies = [scene.bodies[scene.body_names.index(n)] for n in names
               if n == setup.container or len(container_hits(ev, n))]
     if not bodies:
-        return ContainerPrepared(ev, [], [], {}, {}, {}, setup.restitution, setup.fill_damping, setup.container,
-                                 scene.air, silent)
+        return ContainerPrepared(ev, grain_materials(scene, ev), [], {}, {}, {}, setup.restitution,
+                                 setup.fill_damping, setup.container, scene.air, silent, floor)
     sub = dataclasses.replace(scene, bodies=bodies, options={**scene.options, "modal": scene.options["container"]})
     models = modal_models(sub, progress)
     transfers, used = transfer_models(sub, models, progress)
     return ContainerPrepared(ev, grain_materials(scene, ev), bodies, models, transfers,
                              {b.name: used.get(b.name, "none") for b in bodies}, setup.restitution,
-                             setup.fill_damping, setup.container, scene.air, silent)
+                             setup.fill_damping, setup.container, scene.air, silent, floor)
+
+
+#: the granular table's name of the scene's floor (sources/granular/simulate.py)
+FLOOR = "floor"
+
+
+def _floor_half_space(scene, ev, silent: dict):
+    """The floor's half-space when grains hit the floor and it can sound (else None, the reason in ``silent``)."""
+    from .container import container_hits
+    if FLOOR not in ev.containers or FLOOR in scene.body_names or not len(container_hits(ev, FLOOR)):
+        return None
+    g = scene.ground
+    if not g.enabled:
+        silent[FLOOR] = "the scene has no ground ([ground] enabled = false): its hits are silent"
+        return None
+    if getattr(scene, "quality", "default") == "preview":
+        silent[FLOOR] = "a preview skips the floor's sound (quality = \"preview\")"
+        return None
+    if getattr(g, "plate", None) is not None:
+        silent[FLOOR] = ("a plate floor ([ground] model = \"plate\") is not yet struck by grains: its hits are "
+                         "silent")
+        return None
+    from ..ground.source import half_space
+    silent.pop(FLOOR, None)
+    return half_space(g.material, f"{scene.path}: ground.material", getattr(g, "loss_factor", 0.0))
+
+
+def floor_pressure(events, rows, grain_materials, floor_material, half_space, listeners, z0: float,
+                   sample_rate: float, n_samples: int, *, restitution: float, c: float, rho: float,
+                   kernel: str = "K4", cache: bool = True, progress=QUIET) -> np.ndarray:
+    """Pressure [Pa] (L, n_samples) at fixed listeners (L, 3) [m] of the floor (an elastic half-space, top at
+    z0 [m]) struck by the grain hits ``rows`` of the granular table: each a Hertz impact of a sphere on a heavy flat
+    wall (impulse J = m (1 + e) v0 and contact time t_c, :func:`~.container.wall_hit_parameters`), whose force
+    the ground source renders through the half-space's response bank (Qu & James 2019; kernel width t_c / 4,
+    centred half-way through the contact), as it renders a rigid body's floor impacts."""
+    from ..ground.bank import response_bank
+    from .container import wall_hit_parameters
+    rows = np.asarray(rows, np.int64)
+    L = len(listeners)
+    out = np.zeros((L, n_samples))
+    if not len(rows):
+        return out
+    e = events.e[rows]
+    e = np.where(np.isnan(e), float(restitution), e)
+    tau, J = np.empty(len(rows)), np.empty(len(rows))
+    mats = events.material_a[rows]
+    for k in np.unique(mats):
+        sel = mats == k
+        tau[sel], J[sel] = wall_hit_parameters(events.radius_a[rows][sel], events.v0[rows][sel], e[sel],
+                                               grain_materials[int(k)], floor_material)
+    t_m = events.t[rows] + tau / 2
+    eps = tau / 4
+    xy = events.point[rows, :2]
+    for l in range(L):
+        h = float(listeners[l, 2] - z0)
+        if not h > 0:
+            raise InputError(f"listener (channel {l}) at z = {float(listeners[l, 2]):g} m is on or below the floor "
+                             f"z = {z0:g} m, where grains striking the floor have no field; raise the listener")
+        rr = np.hypot(xy[:, 0] - listeners[l, 0], xy[:, 1] - listeners[l, 1])
+        bank = response_bank(half_space, h, c_a=c, rho_a=rho, sample_rate=sample_rate,
+                             max_offset=float(rr.max()), cache=cache)
+        with progress.stage(f"ground response bank (listener height {h:.3g} m)") as update:
+            bank.ensure(rr, progress=update)
+        out[l] = bank.render(t_m, J, eps, rr, n_samples, kernel=kernel)
+    return out
 
 
 def render_container(prep: ContainerPrepared, ctx) -> dict:
     from .container import container_hits, container_pressure
-    if not prep.bodies:
+    if not prep.bodies and prep.floor is None:
         return {}
     _fixed_listeners(ctx, "container")
     out = {}
+    if prep.floor is not None:
+        rows = container_hits(prep.events, FLOOR)
+        opts = ctx.scene.options.get("ground")
+        with ctx.progress.stage(f"floor struck by grains ({len(rows)} grain hits)") as _:
+            out[FLOOR] = floor_pressure(prep.events, rows, prep.materials, ctx.scene.ground.material, prep.floor,
+                                        ctx.listeners, float(ctx.scene.ground.height), ctx.sample_rate,
+                                        ctx.n_samples, restitution=prep.restitution, c=prep.air.c,
+                                        rho=prep.air.rho, kernel=getattr(opts, "kernel", "K4"),
+                                        cache=getattr(opts, "cache", True), progress=ctx.progress)
     for body in prep.bodies:
         n = len(container_hits(prep.events, body.name))
         what = "container" if body.name == prep.container else "struck by grains"
@@ -164,10 +242,13 @@ def render_container(prep: ContainerPrepared, ctx) -> dict:
 
 
 def describe_container(prep: ContainerPrepared) -> tuple[dict, dict]:
-    if not prep.bodies:
-        return {}, {}
+    if not prep.bodies and prep.floor is None:
+        return ({"granular_silent_walls": prep.silent} if prep.silent else {}), {}
     from .container import container_hits
     obj = {}
+    if prep.floor is not None:
+        obj[FLOOR] = {"container": {"grain_hits": len(container_hits(prep.events, FLOOR)),
+                                    "model": "elastic half-space struck by each grain (the ground source's)"}}
     for b in prep.bodies:
         d = {"grain_hits": len(container_hits(prep.events, b.name)), "modes": int(prep.models[b.name].n_modes),
              "radiation": prep.radiation[b.name]}
