@@ -9,7 +9,7 @@ per object (``info["objects"]``) and about the collisions (``info["granular"]``)
 The variants: beads of 1 mm or 2 mm diameter (the thesis' "Glass1mm" and "Glass2mm"; radius 0.5 or 1 mm), poured
 from a funnel 10 cm above the rim into a ceramic cup or a 1-litre steel cup, empty or onto beads already in it.
 Each cup's radiation (FFAT maps from FDTD solves) is computed once and cached: about 3 minutes on 2 cores for the
-ceramic cup, about 6 minutes for the thin steel cup (its modes ~3 min, its radiation ~2.75 min with its 1.5 mm
+ceramic cup, about 6 minutes for the thin steel cup (its modes ~3 min, its radiation ~2.4 min with its 1.5 mm
 walls as screens on the grid). ``small=True`` renders one
 small, short pour with the compact radiation model in seconds.
 
