@@ -125,13 +125,11 @@ def _from_asset(asset: Asset) -> EventLog:
         if meta.get("motion") is not None:
             ev.motion = []
             for i, m in enumerate(meta["motion"]):
-                # the stored arrays as they are: Trajectory's own normalisation already ran before they were
-                # stored, and running it again could move the last bit
-                tr = object.__new__(Trajectory)
-                tr.t, tr.position = A[f"mo_{i}_t"], A[f"mo_{i}_p"]
-                tr.quaternion = A[f"mo_{i}_q"] if m["quaternion"] else None
-                tr.interpolation = m["interpolation"]
-                tr._spline = None
+                q = A[f"mo_{i}_q"] if m["quaternion"] else None
+                tr = Trajectory(A[f"mo_{i}_t"], A[f"mo_{i}_p"], q, m["interpolation"])
+                # the stored quaternions as they are: Trajectory's normalisation ran before they were stored, and
+                # running it again could move the last bit
+                tr.quaternion = q if q is None else np.ascontiguousarray(q, np.float64)
                 ev.motion.append(tr)
         if meta.get("resting") is not None:
             ev.resting = {}
