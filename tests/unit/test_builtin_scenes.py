@@ -182,14 +182,15 @@ def test_trash_can_scene():
     from impactsound.rotation import quat_to_matrix
     d = _data("trash_can.toml")
     d["scene"]["duration"] = 1.2                             # the can lies on its side by then
+    # the coarse shells of the render below collide here too: one convex decomposition per body, not two
+    for o in d["object"]:
+        o["shell"] = {**o["shell"], "dynamics": "linear", "modes": 10, "radiation": "low_order", "resolution": 16}
     sc = load_scene(d, base=DATA)
     ev = scene_events(sc)
     axis = {b.name: quat_to_matrix(ev.motion[i].quaternion[-1])[0][:, 2] for i, b in enumerate(sc.bodies)}
     assert abs(axis["trash_can"][2]) < 0.2                  # lying on its side
     lid = sc.body_names.index("lid")
     assert (((ev.a == -1) & (ev.b == lid)) | ((ev.a == lid) & (ev.b == -1))).sum() >= 10
-    for o in d["object"]:
-        o["shell"] = {**o["shell"], "dynamics": "linear", "modes": 10, "radiation": "low_order", "resolution": 16}
     d["scene"].update(duration=0.4, sources=["shell"])
     sc = load_scene(d, base=DATA)
     res = render_scene(sc)

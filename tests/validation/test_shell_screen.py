@@ -126,6 +126,8 @@ def _screen_vs_bem(h, ka, fields, t):
     return np.array(med), np.array(rel)
 
 
+@pytest.mark.slow              # ~25 s; the default suite checks the screen's rocking and drum modes against the
+                               # FDTD's wall faces (tests/unit/test_shell_fdtd.py), and translation against Lamb
 def test_disk_fields_match_the_thickened_bem():
     """Against bempp-cl on the thickened disk (independent formulation), coarse 25 mm disk, ka = 1, rocking and
     twist (translation: Lamb's dipole above). Measured median level differences -0.05, -0.28 dB, largest relative
