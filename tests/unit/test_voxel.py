@@ -10,7 +10,8 @@ def _exact_convex(mesh, P):
     """(inside, on_surface): signed distance to the convex hull's planes."""
     n = mesh.face_normals
     d = np.einsum("ij,ij->i", n, mesh.triangles[:, 0])
-    dist = (P @ n.T - d).max(axis=1)
+    # in chunks of points: the whole (points x planes) matrix of a 61^3 grid and 1280 planes is 2.3 GB
+    dist = np.concatenate([(P[i:i + 8192] @ n.T - d).max(axis=1) for i in range(0, len(P), 8192)])
     return dist < 0, np.abs(dist) < 1e-12
 
 
