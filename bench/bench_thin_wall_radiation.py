@@ -18,7 +18,7 @@ Cost: the FDTD transfer's wall time and grid; with ``--resolved`` also the grid 
 the wall by 3 cells would take (plan only; the solve would take over an hour).
 
     .venv/bin/python bench/bench_thin_wall_radiation.py [--f-max 6000] [--directions 200] [--max-faces 3000]
-        [--thin-wall-cells 40] [--resolved]
+        [--thin-wall-cells 40] [--resolved] [--no-reference]
 """
 from __future__ import annotations
 
@@ -73,6 +73,8 @@ def main():
     ap.add_argument("--edge", type=float, default=0.006, help="longest mid-surface edge of the reference [m]")
     ap.add_argument("--thin-wall-cells", type=float, default=None, help="FDTD cells across the middle extent")
     ap.add_argument("--resolved", action="store_true", help="also plan the wall-resolving grid")
+    ap.add_argument("--no-reference", action="store_true", help="time the FDTD transfer only (no screen BEM): "
+                    "the cost goal, e.g. with --f-max 20000")
     args = ap.parse_args()
     import tempfile
     from pathlib import Path
@@ -107,6 +109,10 @@ def main():
         t_fdtd = time.perf_counter() - t0
         tm = TransferModel.load(out)
     print(f"FDTD transfer: {t_fdtd:.1f} s", flush=True)
+    if args.no_reference:
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        print(f"cup: FDTD {t_fdtd:.1f} s for {model.n_modes} modes; peak RSS {rss:.0f} MiB")
+        return
 
     # reference: the screen BEM on the mid-surface, edges lambda / 6 at the top mode (or the budget)
     lam = 343.2 / float(model.frequencies_hz.max())
