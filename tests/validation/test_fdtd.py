@@ -79,27 +79,22 @@ def test_result_independent_of_thread_count():
     assert np.array_equal(outs[0], outs[1]) and np.array_equal(outs[0], outs[2])
 
 
-def test_run_records_what_stepping_receives_in_both_layouts():
-    """run() records the receivers after every step (time-major internally): the same numbers as stepping one
-    step at a time and reading receive(), as (receivers, steps) or, with time_major, (steps, receivers)."""
+def test_run_records_in_both_layouts_the_same_numbers():
+    """run()'s record as (receivers, steps) and, with time_major, (steps, receivers): the same numbers, both
+    C-ordered (that run() is the stepping scheme: tests/unit/test_fdtd_kernels.py::test_step_and_run_agree)."""
     g = centred_grid(0.012, 1e-3, npml=6)
     src = np.array([g.shape[0] // 2 + 1] * 3)
     xs = g.origin + (src - 0.5) * g.dx
     recv = xs + np.array([[3.0, 0, 0], [0, -4.0, 1.0], [2.0, 2.0, 2.0]]) * g.dx
     rates = np.sin(np.arange(23) * 0.4)[:, None] * 1e-6
-    ref = []
-    s = FDTDSolver(g, C, RHO)
-    s.set_receivers(recv)
-    for n in range(23):
-        s.step(source=(src, rates[n, 0]))
-        ref.append(s.receive())
-    ref = np.array(ref)                                                    # (steps, receivers)
+    recs = []
     for tm in (False, True):
         s = FDTDSolver(g, C, RHO)
         s.set_receivers(recv)
-        rec = s.run(23, source_cells=src[None], source_rates=rates, time_major=tm)
-        assert rec.shape == ((23, 3) if tm else (3, 23)) and rec.flags.c_contiguous
-        np.testing.assert_allclose(rec if tm else rec.T, ref, rtol=1e-12, atol=1e-12 * np.abs(ref).max())
+        recs.append(s.run(23, source_cells=src[None], source_rates=rates, time_major=tm))
+    assert recs[0].shape == (3, 23) and recs[1].shape == (23, 3) and np.abs(recs[0]).max() > 0
+    assert recs[0].flags.c_contiguous and recs[1].flags.c_contiguous
+    assert np.array_equal(recs[0], recs[1].T)
 
 
 # ---- rigid bodies (PAN fields) ---------------------------------------------------------------------------------

@@ -60,23 +60,30 @@ def container_hits(events: GranularEvents, container: str) -> np.ndarray:
     return np.flatnonzero((events.kind == CONTAINER) & (events.id_b == k))
 
 
-def container_event_log(events: GranularEvents, rows, body, grain_materials, restitution: float):
-    """The container hits ``rows`` as a contact-event log of one body (the container, id 0) struck by a static
-    partner (the grain; id GROUND), plus their Hertz times: (EventLog, tau [s]).
+def wall_hits(events: GranularEvents, rows, grain_materials, wall_material, restitution: float):
+    """:func:`wall_hit_parameters` of the wall hits ``rows`` of a granular table: (tau [s], J [N s]).
 
     ``grain_materials``: one Material per name in ``events.materials``; ``restitution``: used where an event's e is
     NaN."""
     rows = np.asarray(rows, np.int64)
-    n = len(rows)
     e = events.e[rows]
     e = np.where(np.isnan(e), float(restitution), e)
-    tau = np.empty(n)
-    J = np.empty(n)
+    tau = np.empty(len(rows))
+    J = np.empty(len(rows))
     mats = events.material_a[rows]
     for k in np.unique(mats):                    # one vectorised Hertz evaluation per grain material
         sel = mats == k
         tau[sel], J[sel] = wall_hit_parameters(events.radius_a[rows][sel], events.v0[rows][sel], e[sel],
-                                               grain_materials[int(k)], body.material)
+                                               grain_materials[int(k)], wall_material)
+    return tau, J
+
+
+def container_event_log(events: GranularEvents, rows, body, grain_materials, restitution: float):
+    """The container hits ``rows`` as a contact-event log of one body (the container, id 0) struck by a static
+    partner (the grain; id GROUND), plus their Hertz times: (EventLog, tau [s]) (:func:`wall_hits`)."""
+    rows = np.asarray(rows, np.int64)
+    n = len(rows)
+    tau, J = wall_hits(events, rows, grain_materials, body.material, restitution)
     nrm = -events.normal[rows]                   # from the grain (side a) into the container (side b)
     ev = EventLog(t=events.t[rows], a=np.full(n, GROUND), b=np.zeros(n, np.int64), point=events.point[rows],
                   normal=nrm, impulse=J[:, None] * nrm, vn=events.v0[rows],

@@ -178,24 +178,17 @@ def floor_pressure(events, rows, grain_materials, floor_material, half_space, li
                    kernel: str = "K4", cache: bool = True, progress=QUIET) -> np.ndarray:
     """Pressure [Pa] (L, n_samples) at fixed listeners (L, 3) [m] of the floor (an elastic half-space, top at
     z0 [m]) struck by the grain hits ``rows`` of the granular table: each a Hertz impact of a sphere on a heavy flat
-    wall (impulse J = m (1 + e) v0 and contact time t_c, :func:`~.container.wall_hit_parameters`), whose force
+    wall (impulse J = m (1 + e) v0 and contact time t_c, :func:`~.container.wall_hits`), whose force
     the ground source renders through the half-space's response bank (Qu & James 2019; kernel width t_c / 4,
     centred half-way through the contact), as it renders a rigid body's floor impacts."""
     from ..ground.bank import response_bank
-    from .container import wall_hit_parameters
+    from .container import wall_hits
     rows = np.asarray(rows, np.int64)
     L = len(listeners)
     out = np.zeros((L, n_samples))
     if not len(rows):
         return out
-    e = events.e[rows]
-    e = np.where(np.isnan(e), float(restitution), e)
-    tau, J = np.empty(len(rows)), np.empty(len(rows))
-    mats = events.material_a[rows]
-    for k in np.unique(mats):
-        sel = mats == k
-        tau[sel], J[sel] = wall_hit_parameters(events.radius_a[rows][sel], events.v0[rows][sel], e[sel],
-                                               grain_materials[int(k)], floor_material)
+    tau, J = wall_hits(events, rows, grain_materials, floor_material, restitution)
     t_m = events.t[rows] + tau / 2
     eps = tau / 4
     xy = events.point[rows, :2]
@@ -222,7 +215,7 @@ def render_container(prep: ContainerPrepared, ctx) -> dict:
     if prep.floor is not None:
         rows = container_hits(prep.events, FLOOR)
         opts = ctx.scene.options.get("ground")
-        with ctx.progress.stage(f"floor struck by grains ({len(rows)} grain hits)") as _:
+        with ctx.progress.stage(f"floor struck by grains ({len(rows)} grain hits)"):
             out[FLOOR] = floor_pressure(prep.events, rows, prep.materials, ctx.scene.ground.material, prep.floor,
                                         ctx.listeners, float(ctx.scene.ground.height), ctx.sample_rate,
                                         ctx.n_samples, restitution=prep.restitution, c=prep.air.c,
